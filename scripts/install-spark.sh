@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs Spark's Kafka connector (org.apache.spark:spark-sql-kafka-0-10_2.13 at SPARK_VERSION) and
+# its runtime dependencies into $MM2SPEC_CACHE/spark-kafka-<v>/jars/, resolved with Maven through
+# tools/maven/spark-kafka/pom.xml. The mirroring job passes these jars with spark.jars, so nothing
+# is downloaded when a job starts. Idempotent: a stamp file marks a complete install.
+# Spark itself comes from the pip pyspark package; its version must equal SPARK_VERSION.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+# shellcheck source=versions.env
+. "$here/versions.env"
+export MM2SPEC_CACHE="${MM2SPEC_CACHE:-$HOME/.cache/mm2spec}"
+
+dest="$MM2SPEC_CACHE/spark-kafka-$SPARK_VERSION"
+stamp="$dest/.installed"
+pom="$root/tools/maven/spark-kafka/pom.xml"
+
+python="${PYTHON:-$root/.venv/bin/python}"
+if [ -x "$python" ]; then
+  pip_version="$("$python" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null || true)"
+  if [ -n "$pip_version" ] && [ "$pip_version" != "$SPARK_VERSION" ]; then
+    echo "install-spark: pip pyspark is $pip_version but scripts/versions.env pins SPARK_VERSION=$SPARK_VERSION;" >&2
+    echo "install-spark: the connector jars must match Spark exactly: align pyproject.toml and versions.env" >&2
+    exit 1
+  fi
+fi
+
+if [ -f "$stamp" ] && [ "$stamp" -nt "$pom" ] && ls "$dest"/jars/spark-sql-kafka-0-10_2.13-"$SPARK_VERSION".jar >/dev/null 2>&1; then
+  echo "install-spark: spark-kafka $SPARK_VERSION already installed in $dest/jars" >&2
+  exit 0
+fi
+
+command -v mvn >/dev/null || { echo "install-spark: Maven (mvn) is required" >&2; exit 1; }
+
+tmp="$dest/jars.tmp"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+echo "install-spark: resolving spark-sql-kafka-0-10_2.13:$SPARK_VERSION with Maven" >&2
+log="$dest/maven.log"
+resolve() {
+  mvn -B -q -f "$pom" -Dspark.version="$SPARK_VERSION" -Dtoken.provider.version="$1" -Dout="$tmp" \
+    dependency:copy-dependencies >"$log" 2>&1 || { cat "$log" >&2; return 1; }
+}
+if ! resolve "$SPARK_VERSION" 2>/dev/null; then
+  # Some Maven repositories lack spark-token-provider-kafka-0-10 at the exact patch release;
+  # the connector itself stays at SPARK_VERSION.
+  fallback="${SPARK_VERSION%.*}.0"
+  echo "install-spark: retrying with spark-token-provider-kafka-0-10_2.13:$fallback" >&2
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  resolve "$fallback"
+fi
+ls "$tmp"/spark-sql-kafka-0-10_2.13-"$SPARK_VERSION".jar >/dev/null
+# Swap the complete folder in at once, so an interrupted install never looks finished.
+rm -rf "$dest/jars"
+mv "$tmp" "$dest/jars"
+touch "$stamp"
+echo "install-spark: installed $(ls "$dest/jars" | wc -l) jars in $dest/jars" >&2
