@@ -1,0 +1,235 @@
+"""Compile a validated DR spec for one environment into ``DesiredState``.
+
+This is where the spec's meaning lives: defaults, the internal topics each flow needs (all with
+replication factor -1), and the ACL bindings of the mirroring principal (seed 000, section 5.7) plus
+those the Connect worker needs for itself (internal topics, group, transactional IDs, idempotence).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mm2spec.document import Node, load_file, to_plain
+from mm2spec.model import (
+    AclBinding,
+    AclPattern,
+    Cluster,
+    ConnectCluster,
+    DesiredState,
+    InternalTopic,
+    MirrorFlow,
+    Security,
+    SparkDeployment,
+)
+from mm2spec.patterns import NamePattern, classify
+from mm2spec.validate import SpecInvalid, resolve, validate
+
+COMPACT = (("cleanup.policy", "compact"),)
+
+# Operations by role, from seed 000 section 5.7.
+SOURCE_TOPIC_OPS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
+TARGET_TOPIC_OPS = ("CREATE", "DESCRIBE", "WRITE", "ALTER", "ALTER_CONFIGS", "READ")
+OFFSET_SYNCS_OPS = ("CREATE", "DESCRIBE", "WRITE", "READ")
+CHECKPOINTS_OPS = ("CREATE", "DESCRIBE", "WRITE")
+CONNECT_TOPIC_OPS = ("CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE")
+
+
+def load_desired_state(path: str | Path, env: str | None) -> DesiredState:
+    """Load, validate and compile a spec file; raises SpecInvalid with every problem at once."""
+    root = load_file(path)
+    problems = validate(root, env)
+    if problems:
+        raise SpecInvalid(problems)
+    return compile_spec(resolve(root, env), env, str(path))
+
+
+def _props(mapping: Any) -> tuple[tuple[str, str], ...]:
+    """A free-form map as sorted (key, string value) pairs; booleans as Kafka writes them."""
+    if not mapping:
+        return ()
+    return tuple(sorted((str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in mapping.items()))
+
+
+def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> DesiredState:
+    """Turn a validated, environment-resolved document into DesiredState."""
+    data = to_plain(doc)
+    clusters = tuple(_cluster(alias, spec) for alias, spec in data["clusters"].items())
+    mirrors = tuple(_mirror(spec) for spec in data["mirrors"])
+    name = data["metadata"]["name"]
+
+    connect_spec = data.get("connect") or {}
+    group_id = connect_spec.get("groupId") or f"connect-mirrormaker-{name}"
+    connect = ConnectCluster(
+        cluster=connect_spec.get("cluster") or mirrors[0].target,
+        group_id=group_id,
+        internal_topic_prefix=connect_spec.get("internalTopicPrefix") or f"__{group_id}",
+        listeners=tuple(connect_spec.get("listeners") or ["http://:8083"]),
+        rest_url=connect_spec.get("restUrl"),
+        config=_props(connect_spec.get("config")),
+    )
+    spark_spec = data.get("spark") or {}
+    executors = spark_spec.get("executors") or {}
+    spark = SparkDeployment(
+        master=spark_spec.get("master", "local[*]"),
+        trigger_interval=spark_spec.get("triggerInterval", "1 second"),
+        max_offsets_per_trigger=spark_spec.get("maxOffsetsPerTrigger"),
+        checkpoint_location=spark_spec.get("checkpointLocation") or f"./.mm2spec/checkpoints/{name}",
+        executor_instances=executors.get("instances"),
+        executor_cores=executors.get("cores"),
+        executor_memory=executors.get("memory"),
+        config=_props(spark_spec.get("config")),
+    )
+    acls = data.get("acls") or {}
+    principal = acls.get("principal", "User:mm2")
+    bindings, patterns = derive_acls(mirrors, connect, principal)
+    return DesiredState(
+        name=name,
+        environment=env,
+        source_file=source_file,
+        labels=_props((data["metadata"].get("labels") or {})),
+        clusters=clusters,
+        mirrors=mirrors,
+        engine=data.get("engine", "spark"),
+        connect=connect,
+        spark=spark,
+        manage_acls=acls.get("manage", True),
+        principal=principal,
+        internal_topics=derive_internal_topics(mirrors, connect),
+        acl_bindings=bindings,
+        acl_patterns=patterns,
+    )
+
+
+def _cluster(alias: str, spec: dict) -> Cluster:
+    security = spec.get("security") or {}
+    return Cluster(
+        alias=alias,
+        bootstrap_servers=tuple(spec["bootstrapServers"]),
+        security=Security(
+            protocol=security.get("protocol", "PLAINTEXT"),
+            sasl_mechanism=security.get("saslMechanism"),
+            username=security.get("username"),
+            password_secret=security.get("passwordSecret"),
+        ),
+        config=_props(spec.get("config")),
+    )
+
+
+def _mirror(spec: dict) -> MirrorFlow:
+    source, target = spec["source"], spec["target"]
+    return MirrorFlow(
+        name=spec.get("name") or f"{source}-to-{target}",
+        source=source,
+        target=target,
+        replication_policy=spec.get("replicationPolicy", "default"),
+        separator=spec.get("separator", "."),
+        topics=tuple(classify(t) for t in spec["topics"]),
+        topics_exclude=tuple(spec.get("topicsExclude") or ()),
+        groups=tuple(classify(g) for g in spec.get("groups") or ()),
+        groups_exclude=tuple(spec.get("groupsExclude") or ()),
+        exactly_once=spec.get("exactlyOnce", False),
+        sync_group_offsets=spec.get("syncGroupOffsets", True),
+        sync_group_offsets_interval_seconds=spec.get("syncGroupOffsetsIntervalSeconds", 60),
+        emit_checkpoints_interval_seconds=spec.get("emitCheckpointsIntervalSeconds", 60),
+        refresh_topics_interval_seconds=spec.get("refreshTopicsIntervalSeconds", 600),
+        refresh_groups_interval_seconds=spec.get("refreshGroupsIntervalSeconds", 600),
+        sync_topic_configs=spec.get("syncTopicConfigs", True),
+        sync_topic_acls=spec.get("syncTopicAcls", False),
+        heartbeats=spec.get("heartbeats", False),
+        offset_lag_max=spec.get("offsetLagMax", 100),
+        offset_syncs_topic_location=spec.get("offsetSyncsTopicLocation", "target"),
+        tasks_max=spec.get("tasksMax", 1),
+        allow_topic_replacement=spec.get("allowTopicReplacement", False),
+        producer_overrides=_props(spec.get("producerOverrides")),
+        consumer_overrides=_props(spec.get("consumerOverrides")),
+        config=_props(spec.get("config")),
+    )
+
+
+def derive_internal_topics(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster) -> tuple[InternalTopic, ...]:
+    """The internal topics of Connect and of each flow, all with replication factor -1 (broker default)."""
+    topics: dict[tuple[str, str], InternalTopic] = {}
+
+    def add(topic: InternalTopic) -> None:
+        topics.setdefault((topic.cluster, topic.name), topic)
+
+    # Connect's defaults: one partition for configs (it must be totally ordered), 25 offsets, 5 status.
+    add(InternalTopic(connect.cluster, connect.config_topic, 1, COMPACT, "Connect connector configs"))
+    add(InternalTopic(connect.cluster, connect.offsets_topic, 25, COMPACT, "Connect source offsets"))
+    add(InternalTopic(connect.cluster, connect.status_topic, 5, COMPACT, "Connect connector and task status"))
+    for flow in mirrors:
+        add(InternalTopic(flow.offset_syncs_cluster, flow.offset_syncs_topic, 1, COMPACT,
+                          f"{flow.name}: offset-syncs (source offset -> target offset)"))
+        if flow.groups:
+            add(InternalTopic(flow.target, flow.checkpoints_topic, 1, COMPACT,
+                              f"{flow.name}: consumer group checkpoints"))
+        if flow.heartbeats:
+            add(InternalTopic(flow.target, "heartbeats", 1, COMPACT, f"{flow.name}: heartbeats"))
+    return tuple(topics.values())
+
+
+def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster,
+                principal: str) -> tuple[tuple[AclBinding, ...], tuple[AclPattern, ...]]:
+    """ACLs for the mirroring principal (seed 000 section 5.7) and for the Connect worker itself."""
+    bindings: dict[tuple, AclBinding] = {}
+    patterns: dict[tuple, AclPattern] = {}
+
+    def allow(cluster: str, rtype: str, name: str, ops: tuple[str, ...], reason: str, pattern: str = "LITERAL") -> None:
+        for op in ops:
+            binding = AclBinding(cluster, principal, rtype, name, pattern, op, reason=reason)
+            bindings.setdefault(binding.key, binding)
+
+    def allow_names(cluster: str, rtype: str, selector: NamePattern, prefix: str, ops: tuple[str, ...],
+                    reason: str, source_cluster: str) -> None:
+        if selector.kind == "literal" and selector.value == "*":
+            if prefix:
+                allow(cluster, rtype, prefix, ops, reason, "PREFIXED")
+            else:
+                allow(cluster, rtype, "*", ops, reason)
+        elif selector.kind == "literal":
+            allow(cluster, rtype, prefix + selector.value, ops, reason)
+        elif selector.kind == "prefix":
+            allow(cluster, rtype, prefix + selector.value, ops, reason, "PREFIXED")
+        else:
+            pending = AclPattern(cluster, principal, rtype, source_cluster, selector.value, prefix, ops, reason)
+            patterns.setdefault((cluster, rtype, selector.value, prefix), pending)
+
+    for flow in mirrors:
+        s, t = flow.source, flow.target
+        target_prefix = "" if flow.replication_policy == "identity" else f"{s}{flow.separator}"
+        allow(s, "CLUSTER", "kafka-cluster", ("DESCRIBE",), f"{flow.name}: describe the source cluster")
+        allow(t, "CLUSTER", "kafka-cluster", ("DESCRIBE", "ALTER"), f"{flow.name}: describe and alter the target cluster")
+        for selector in flow.topics:
+            allow_names(s, "TOPIC", selector, "", SOURCE_TOPIC_OPS, f"{flow.name}: read mirrored topic", s)
+            allow_names(t, "TOPIC", selector, target_prefix, TARGET_TOPIC_OPS,
+                        f"{flow.name}: create, write and configure mirror topic", s)
+        for selector in flow.groups:
+            allow_names(s, "GROUP", selector, "", ("DESCRIBE",), f"{flow.name}: read offsets of mirrored group", s)
+            allow_names(t, "GROUP", selector, "", ("DESCRIBE", "READ"), f"{flow.name}: commit translated offsets", s)
+        allow(flow.offset_syncs_cluster, "TOPIC", flow.offset_syncs_topic, OFFSET_SYNCS_OPS, f"{flow.name}: offset-syncs")
+        if flow.groups:
+            allow(t, "TOPIC", flow.checkpoints_topic, CHECKPOINTS_OPS, f"{flow.name}: checkpoints")
+        if flow.heartbeats:
+            allow(t, "TOPIC", "heartbeats", ("CREATE", "DESCRIBE", "WRITE"), f"{flow.name}: emit heartbeats")
+            allow(s, "TOPIC", "heartbeats", SOURCE_TOPIC_OPS, f"{flow.name}: mirror heartbeats")
+
+    c = connect.cluster
+    for topic in (connect.config_topic, connect.offsets_topic, connect.status_topic):
+        allow(c, "TOPIC", topic, CONNECT_TOPIC_OPS, "Connect worker: internal topic")
+    allow(c, "GROUP", connect.group_id, ("READ", "DESCRIBE"), "Connect worker: group membership")
+    if any(flow.exactly_once for flow in mirrors):
+        # KIP-618: the worker's config-topic producer uses <group.id>-configs and source tasks use
+        # <group.id>-<connector>-<task>; one prefix covers both. Exactly-once also needs idempotence.
+        allow(c, "TRANSACTIONAL_ID", f"{connect.group_id}-", ("WRITE", "DESCRIBE"),
+              "Connect worker: exactly-once transactions", "PREFIXED")
+        allow(c, "CLUSTER", "kafka-cluster", ("IDEMPOTENT_WRITE",), "Connect worker: idempotent producer")
+        for flow in mirrors:
+            if flow.exactly_once and flow.target != c:
+                allow(flow.target, "TRANSACTIONAL_ID", f"{connect.group_id}-", ("WRITE", "DESCRIBE"),
+                      f"{flow.name}: exactly-once transactions", "PREFIXED")
+                allow(flow.target, "CLUSTER", "kafka-cluster", ("IDEMPOTENT_WRITE",), f"{flow.name}: idempotent producer")
+    return tuple(bindings.values()), tuple(patterns.values())
+
+
+__all__ = ["load_desired_state", "compile_spec", "derive_acls", "derive_internal_topics", "SpecInvalid"]

@@ -1,0 +1,243 @@
+"""Desired state: what a DR spec means for one environment, as frozen dataclasses.
+
+Everything downstream (render, plan, Pulumi, playbooks, the Spark job config) reads these types,
+never raw YAML. ``mm2spec.compile`` builds them from a validated document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mm2spec.patterns import NamePattern
+
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+# MM2's own default excludes (MirrorSourceConfig / MirrorCheckpointConfig); the spec's excludes add to them.
+DEFAULT_TOPICS_EXCLUDE = (r"mm2.*\.internal", r".*\.replica", r"__.*")
+DEFAULT_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
+
+
+@dataclass(frozen=True)
+class Security:
+    """How clients authenticate. ``password_secret`` is the *name* of the secret, never its value."""
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    username: str | None = None
+    password_secret: str | None = None
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol.startswith("SASL")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A Kafka cluster by alias."""
+
+    alias: str
+    bootstrap_servers: tuple[str, ...]
+    security: Security = Security()
+    config: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.bootstrap_servers)
+
+
+@dataclass(frozen=True)
+class MirrorFlow:
+    """One replication flow (source -> target) with MM2's settings in spec terms."""
+
+    name: str
+    source: str
+    target: str
+    replication_policy: Literal["identity", "default"]
+    separator: str
+    topics: tuple[NamePattern, ...]
+    topics_exclude: tuple[str, ...]
+    groups: tuple[NamePattern, ...]
+    groups_exclude: tuple[str, ...]
+    exactly_once: bool
+    sync_group_offsets: bool
+    sync_group_offsets_interval_seconds: int
+    emit_checkpoints_interval_seconds: int
+    refresh_topics_interval_seconds: int
+    refresh_groups_interval_seconds: int
+    sync_topic_configs: bool
+    sync_topic_acls: bool
+    heartbeats: bool
+    offset_lag_max: int
+    offset_syncs_topic_location: Literal["target", "source"]
+    tasks_max: int
+    allow_topic_replacement: bool
+    producer_overrides: tuple[tuple[str, str], ...]
+    consumer_overrides: tuple[tuple[str, str], ...]
+    config: tuple[tuple[str, str], ...]
+
+    @property
+    def policy_class(self) -> str:
+        return IDENTITY_POLICY if self.replication_policy == "identity" else DEFAULT_POLICY
+
+    def target_topic(self, source_topic: str) -> str:
+        """The name MM2's replication policy gives ``source_topic`` on the target cluster."""
+        if self.replication_policy == "identity":
+            return source_topic
+        return f"{self.source}{self.separator}{source_topic}"
+
+    def _internal(self, alias: str, kind: str) -> str:
+        # MM2 builds internal names with the policy's separator (replication.policy.internal.topic.separator.enabled).
+        sep = self.separator
+        return f"{alias}{sep}{kind}{sep}internal"
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """mm2-offset-syncs.<alias>.internal; the alias is the cluster the topic is *not* on (MM2's rule)."""
+        other = self.source if self.offset_syncs_topic_location == "target" else self.target
+        sep = self.separator
+        return f"mm2-offset-syncs{sep}{other}{sep}internal"
+
+    @property
+    def offset_syncs_cluster(self) -> str:
+        return self.target if self.offset_syncs_topic_location == "target" else self.source
+
+    @property
+    def checkpoints_topic(self) -> str:
+        """<source>.checkpoints.internal, on the target cluster."""
+        return self._internal(self.source, "checkpoints")
+
+    @property
+    def topics_exclude_all(self) -> tuple[str, ...]:
+        return DEFAULT_TOPICS_EXCLUDE + tuple(p for p in self.topics_exclude if p not in DEFAULT_TOPICS_EXCLUDE)
+
+    @property
+    def groups_exclude_all(self) -> tuple[str, ...]:
+        return DEFAULT_GROUPS_EXCLUDE + tuple(p for p in self.groups_exclude if p not in DEFAULT_GROUPS_EXCLUDE)
+
+    def connector_name(self, kind: str) -> str:
+        """<name>-Mirror<Kind>Connector, e.g. primary-to-dr-MirrorSourceConnector (seed 000)."""
+        return f"{self.name}-Mirror{kind}Connector"
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    """A topic MM2 or Connect needs; replication factor -1 means the broker default."""
+
+    cluster: str
+    name: str
+    partitions: int
+    configs: tuple[tuple[str, str], ...]
+    purpose: str
+    replication_factor: int = -1
+
+
+ResourceType = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """One ALLOW ACL for the mirroring principal. ``reason`` says why it is needed (not part of identity)."""
+
+    cluster: str
+    principal: str
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: Literal["LITERAL", "PREFIXED"]
+    operation: str
+    permission: str = "ALLOW"
+    host: str = "*"
+    reason: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> tuple:
+        return (self.cluster, self.principal, self.resource_type, self.resource_name, self.pattern_type,
+                self.operation, self.permission, self.host)
+
+
+@dataclass(frozen=True)
+class AclPattern:
+    """ACLs wanted on every topic or group a true regex selects: only a live cluster can resolve them.
+
+    The plan lists the source cluster's topics (or groups) matching ``regex`` on ``source_cluster``
+    and wants, for each, ``operations`` on ``name_prefix + name`` on ``cluster`` (the prefix is the
+    replication policy's ``<source>.`` for target topics, empty otherwise).
+    """
+
+    cluster: str
+    principal: str
+    resource_type: ResourceType
+    source_cluster: str
+    regex: str
+    name_prefix: str
+    operations: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class ConnectCluster:
+    """The Kafka Connect cluster running MM2 (its configs are rendered for either engine)."""
+
+    cluster: str
+    group_id: str
+    internal_topic_prefix: str
+    listeners: tuple[str, ...]
+    rest_url: str | None
+    config: tuple[tuple[str, str], ...]
+
+    @property
+    def config_topic(self) -> str:
+        return f"{self.internal_topic_prefix}-configs"
+
+    @property
+    def offsets_topic(self) -> str:
+        return f"{self.internal_topic_prefix}-offsets"
+
+    @property
+    def status_topic(self) -> str:
+        return f"{self.internal_topic_prefix}-status"
+
+
+@dataclass(frozen=True)
+class SparkDeployment:
+    """Where and how the Spark mirroring job runs."""
+
+    master: str
+    trigger_interval: str
+    max_offsets_per_trigger: int | None
+    checkpoint_location: str
+    executor_instances: int | None
+    executor_cores: int | None
+    executor_memory: str | None
+    config: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    """Everything a DR spec asks for in one environment."""
+
+    name: str
+    environment: str | None
+    source_file: str
+    labels: tuple[tuple[str, str], ...]
+    clusters: tuple[Cluster, ...]
+    mirrors: tuple[MirrorFlow, ...]
+    engine: Literal["spark", "connect"]
+    connect: ConnectCluster
+    spark: SparkDeployment
+    manage_acls: bool
+    principal: str
+    internal_topics: tuple[InternalTopic, ...]
+    acl_bindings: tuple[AclBinding, ...]
+    acl_patterns: tuple[AclPattern, ...]
+
+    def cluster(self, alias: str) -> Cluster:
+        for cluster in self.clusters:
+            if cluster.alias == alias:
+                return cluster
+        raise KeyError(alias)
+
+    @property
+    def exactly_once(self) -> bool:
+        return any(m.exactly_once for m in self.mirrors)
