@@ -14,7 +14,7 @@ import traceback
 
 from mm2spec import __version__
 from mm2spec.compile import compile_spec
-from mm2spec.document import load_file
+from mm2spec.document import SpecSyntaxError, load_file
 from mm2spec.errors import Mm2specError
 from mm2spec.render import render_files, write_files
 from mm2spec.validate import SpecInvalid, environments, resolve, validate
@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Mm2specError as exc:
-        print(f"error: {exc}" if not isinstance(exc, SpecInvalid) else str(exc), file=sys.stderr)
+        # Spec problems already read FILE:LINE:COL: ...; other errors get an "error:" prefix.
+        located = isinstance(exc, (SpecInvalid, SpecSyntaxError))
+        print(str(exc) if located else f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

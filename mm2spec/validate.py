@@ -7,6 +7,7 @@ set it. Values are echoed only where they cannot be secrets.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import re
@@ -41,18 +42,20 @@ class Diagnostic:
     pointer: str
     message: str
     hint: str = ""
+    env: str | None = None
 
     @classmethod
     def at(cls, pos: Position, path: Iterable, message: str, hint: str = "") -> "Diagnostic":
         return cls(pos.file, pos.line, pos.column, pointer(list(path)), message, hint)
 
     def __str__(self) -> str:
-        text = f"{self.file}:{self.line}:{self.column}: {self.pointer}: {self.message}"
+        where = f"environment {self.env}: " if self.env else ""
+        text = f"{self.file}:{self.line}:{self.column}: {self.pointer}: {where}{self.message}"
         return f"{text} ({self.hint})" if self.hint else text
 
     def to_json(self) -> dict:
         return {"file": self.file, "line": self.line, "column": self.column, "pointer": self.pointer,
-                "message": self.message, "hint": self.hint}
+                "message": self.message, "hint": self.hint, "environment": self.env}
 
 
 class SpecInvalid(Mm2specError):
@@ -109,12 +112,20 @@ def validate(root: Node, env: str | None = None, all_environments: bool = False)
     targets: list[str | None] = [env] if env is not None else [None]
     if env is None and all_environments:
         targets += environments(root)
+    # An error the base has shows up in every environment at the same place: it is the base's and
+    # is reported once, untagged. Errors only an environment has say which environment.
+    base_problems = _problems(resolve(root, None))
     for name in targets:
-        doc = resolve(root, name)
-        # An error the base already has shows in every environment at the same place: the set
-        # below reports it once.
-        problems += _schema_problems(doc) + _semantic_problems(doc)
+        if name is None:
+            problems += base_problems
+        else:
+            problems += [d if d in base_problems else dataclasses.replace(d, env=name)
+                         for d in _problems(resolve(root, name))]
     return sorted(set(problems))
+
+
+def _problems(doc: Node) -> list[Diagnostic]:
+    return _schema_problems(doc) + _semantic_problems(doc)
 
 
 def _check_environments_block(root: Node) -> list[Diagnostic]:
@@ -252,7 +263,7 @@ def _semantic_problems(doc: Node) -> list[Diagnostic]:
                 for needed in ("username", "passwordSecret"):
                     if not security.get(needed):
                         report(["clusters", alias, "security"], f"SASL authentication needs {needed}",
-                               "set username and passwordSecret (the name of the secret holding the password)")
+                               "set username, and passwordSecret to the name of the secret holding the password")
         _inline_password_problems(cluster.get("config"), ["clusters", alias, "config"], report)
 
     mirrors = data.get("mirrors") if isinstance(data.get("mirrors"), list) else []
@@ -266,7 +277,7 @@ def _semantic_problems(doc: Node) -> list[Diagnostic]:
             if isinstance(alias, str) and alias not in clusters:
                 defined = ", ".join(clusters) or "none"
                 report(["mirrors", i, role], f'{role} cluster "{alias}" is not defined',
-                       f"define it under clusters (defined: {defined})")
+                       f"define it under clusters; defined: {defined}")
         if isinstance(source, str) and source == target:
             report(["mirrors", i, "target"], f'source and target are the same cluster "{source}"',
                    "a mirror copies between two different clusters")

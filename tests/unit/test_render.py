@@ -1,0 +1,150 @@
+"""Rendered files against golden files (structurally), and seed 000's examples key by key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mm2spec.compile import load_desired_state
+from mm2spec.render import render_files, write_files
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden" / "render"
+SEED = Path(__file__).parent / "data" / "seed000"
+CASES = {
+    "example-dev": ("examples/dr-spec.example.yaml", "dev"),
+    "example-staging": ("examples/dr-spec.example.yaml", "staging"),
+    "example-prod": ("examples/dr-spec.example.yaml", "prod"),
+    "seed000": ("examples/seed000-a-to-b.yaml", None),
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A java.util.Properties reader for what render writes (key=value lines, \\ escapes, # comments)."""
+    result = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith(("#", "!")):
+            continue
+        key, value, escaped = [], None, False
+        buf = key
+        for ch in line:
+            if escaped:
+                buf.append({"n": "\n", "t": "\t"}.get(ch, ch))
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == "=" and value is None:
+                value = []
+                buf = value
+            elif ch in " \t" and buf is value and not value:
+                continue  # unescaped whitespace before a value is not part of it
+            else:
+                buf.append(ch)
+        result["".join(key).strip()] = "".join(value or [])
+    return result
+
+
+def structure(name: str, text: str):
+    if name.endswith(".properties"):
+        return parse_properties(text)
+    if name.endswith(".json"):
+        return json.loads(text)
+    return text
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rendered_files_match_golden(case, update_golden, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    spec, env = CASES[case]
+    files = render_files(load_desired_state(spec, env))
+    folder = GOLDEN / case
+    if update_golden:
+        for old in folder.glob("*"):
+            old.unlink()
+        write_files(files, folder)
+    expected = {p.name: p.read_text() for p in folder.iterdir()}
+    assert sorted(files) == sorted(expected), "a file appeared or disappeared"
+    for name, text in files.items():
+        assert structure(name, text) == structure(name, expected[name]), name
+
+
+def _fill(value: str, placeholders: dict[str, str]) -> str:
+    for placeholder, actual in placeholders.items():
+        value = value.replace(placeholder, actual)
+    return value
+
+
+def test_seed000_examples_appear_key_by_key(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    state = load_desired_state("examples/seed000-a-to-b.yaml", None)
+    files = render_files(state)
+    placeholders = {
+        "<SOURCE_BOOTSTRAP_SERVERS>": state.cluster("A").bootstrap,
+        "<TARGET_BOOTSTRAP_SERVERS>": state.cluster("B").bootstrap,
+        "<TOPICS>": "orders,payments",
+        "<GROUPS>": "orders-service",
+    }
+    worker = parse_properties(files["connect-distributed.properties"])
+    seed_worker = parse_properties((SEED / "connect-distributed.properties").read_text())
+    assert len(seed_worker) == 12
+    for key, value in seed_worker.items():
+        assert worker.get(key) == _fill(value, placeholders), key
+    for connector in ("A-to-B-MirrorSourceConnector", "A-to-B-MirrorCheckpointConnector"):
+        seed = json.loads((SEED / f"{connector}.json").read_text())
+        rendered = json.loads(files[f"{connector}.json"])
+        assert rendered["name"] == seed["name"]
+        for key, value in seed["config"].items():
+            assert rendered["config"].get(key) == _fill(value, placeholders), (connector, key)
+
+
+def test_seed000_acls_contain_section_5_7():
+    state = load_desired_state(ROOT / "examples/seed000-a-to-b.yaml", None)
+    have = {(b.cluster, b.resource_type, b.resource_name, b.operation) for b in state.acl_bindings
+            if b.pattern_type == "LITERAL" and b.principal == "User:mm2"}
+    for line in (SEED / "acls.txt").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        cluster, rtype, name, ops = line.split()
+        for op in ops.split(","):
+            assert (cluster, rtype, name, op) in have, (cluster, rtype, name, op)
+
+
+def test_seed000_worker_acls_for_exactly_once():
+    state = load_desired_state(ROOT / "examples/seed000-a-to-b.yaml", None)
+    have = {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation) for b in state.acl_bindings}
+    assert ("B", "TRANSACTIONAL_ID", "connect-mirrormaker-A-to-B-", "PREFIXED", "WRITE") in have
+    assert ("B", "CLUSTER", "kafka-cluster", "LITERAL", "IDEMPOTENT_WRITE") in have
+    assert ("B", "GROUP", "connect-mirrormaker-A-to-B", "LITERAL", "READ") in have
+    for suffix in ("configs", "offsets", "status"):
+        assert ("B", "TOPIC", f"__connect-mirrormaker-A-to-B-{suffix}", "LITERAL", "WRITE") in have
+
+
+def test_no_password_is_rendered(monkeypatch):
+    monkeypatch.setenv("PRIMARY_MM2_PASSWORD", "s3cr3t-primary")
+    monkeypatch.setenv("DR_MM2_PASSWORD", "s3cr3t-dr")
+    files = render_files(load_desired_state(ROOT / "examples/dr-spec.example.yaml", "prod"))
+    joined = "\n".join(files.values())
+    assert "s3cr3t" not in joined
+    worker = parse_properties(files["connect-distributed.properties"])
+    assert worker["sasl.jaas.config"].endswith('password="${env:DR_MM2_PASSWORD}";')
+    assert worker["producer.sasl.jaas.config"] == worker["sasl.jaas.config"]
+    assert worker["config.providers.env.class"] == "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+    source = json.loads(files["primary-to-dr-MirrorSourceConnector.json"])["config"]
+    assert "${env:PRIMARY_MM2_PASSWORD}" in source["source.cluster.sasl.jaas.config"]
+
+
+def test_properties_escaping_round_trips():
+    from mm2spec.render import properties_text
+
+    props = [("topics.exclude", r"mm2.*\.internal,.*\.replica"), ("a b=c:d", " leading"), ("k", "x\\y")]
+    assert parse_properties(properties_text(props, "h")) == dict(props)
+
+
+def test_write_files_is_atomic_and_idempotent(tmp_path):
+    state = load_desired_state(ROOT / "examples/dr-spec.example.yaml", "dev")
+    first = write_files(render_files(state), tmp_path)
+    snapshot = {p.name: p.read_text() for p in first}
+    write_files(render_files(state), tmp_path)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == snapshot  # no temp files left behind
