@@ -1,0 +1,89 @@
+"""``mm2spec dev up|status|down``: argument parsing only; the work is in :mod:`mm2spec.dev.stack`.
+
+Errors are raised as :class:`mm2spec.errors.Mm2specError` subclasses for the main CLI to print.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mm2spec.dev.stack import DEFAULT_ROOT, DevStack
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``dev`` and its subcommands; each sets ``func`` to a handler returning an exit code."""
+    dev = subparsers.add_parser(
+        "dev",
+        help="run local Kafka clusters (primary, dr) and a Connect worker for development",
+        description="Start, inspect and stop local single-node Kafka clusters 'primary' (127.0.0.1:19092) "
+        "and 'dr' (127.0.0.1:29092) and a Kafka Connect worker (http://127.0.0.1:8083), without Docker.",
+    )
+    commands = dev.add_subparsers(dest="dev_command", metavar="{up,status,down}", required=True)
+
+    up = commands.add_parser("up", help="start the clusters (and Connect) and wait until they answer")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL/SCRAM-SHA-512 with the StandardAuthorizer: users admin (super user) and mm2 (no ACLs)",
+    )
+    worker = up.add_mutually_exclusive_group()
+    worker.add_argument("--no-connect", action="store_true", help="do not start a Kafka Connect worker")
+    worker.add_argument(
+        "--connect-config",
+        type=Path,
+        metavar="FILE",
+        help="connect-distributed.properties for the worker (e.g. from `mm2spec render`); "
+        "default: a minimal worker on the dr cluster",
+    )
+    up.add_argument("--mm2-config", type=Path, metavar="FILE", help="also run MirrorMaker 2 in dedicated mode with this file")
+    up.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="readiness deadline per step (default 180)")
+    _add_dir(up)
+    up.set_defaults(func=_up)
+
+    status = commands.add_parser("status", help="show what runs where")
+    _add_dir(status)
+    status.set_defaults(func=_status)
+
+    down = commands.add_parser("down", help="stop what `dev up` started (safe to repeat)")
+    down.add_argument("--wipe", action="store_true", help="also delete the clusters' data and logs")
+    _add_dir(down)
+    down.set_defaults(func=_down)
+    return dev
+
+
+def _add_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"data, logs and state folder (default: $MM2SPEC_DEV_DIR or {DEFAULT_ROOT})",
+    )
+
+
+def _up(args: argparse.Namespace) -> int:
+    stack = DevStack(args.dir, secure=args.secure)
+    stack.up(
+        with_connect=not args.no_connect,
+        connect_config=args.connect_config,
+        mm2_config=args.mm2_config,
+        timeout=args.timeout,
+    )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    stack = DevStack(args.dir)
+    state = stack.status()
+    print(stack.describe(state))
+    return 0 if state and all(p.alive() for p in state.processes) else 1
+
+
+def _down(args: argparse.Namespace) -> int:
+    stack = DevStack(args.dir)
+    stopped = stack.down(wipe=args.wipe)
+    print(f"stopped {', '.join(stopped)}" if stopped else f"nothing running from {stack.root}")
+    if args.wipe:
+        print(f"deleted the dev data in {stack.root}")
+    return 0

@@ -1,0 +1,259 @@
+"""Configuration files for the local dev clusters: pure functions, no processes, no network.
+
+Everything here turns a small typed description (:class:`BrokerSpec`) into the text of a Kafka
+properties file, so it can be unit-tested and read by a person who wants to know what runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+#: Fixed passwords of the secure dev clusters. They protect nothing (loopback only, printed in the
+#: docs on purpose); they exist so that SASL/SCRAM and ACL code paths run for real.
+ADMIN_USER = "admin"
+ADMIN_PASSWORD = "admin-dev-password"
+MM2_USER = "mm2"
+MM2_PASSWORD = "mm2-dev-password"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+#: The secret names the example spec's ``passwordSecret`` fields use, set by ``dev up --secure``.
+PASSWORD_ENV_VARS = ("PRIMARY_MM2_PASSWORD", "DR_MM2_PASSWORD")
+
+# Settings that make a one-node cluster usable: internal topics with one replica, no waiting for
+# more group members before the first rebalance.
+SINGLE_NODE_SETTINGS = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+}
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    """One single-node KRaft cluster (broker and controller in one process) on loopback."""
+
+    name: str
+    """``primary`` or ``dr`` (any short word: it names folders, logs and state entries)."""
+    port: int
+    """The client listener port."""
+    controller_port: int
+    """The KRaft controller listener port (always PLAINTEXT)."""
+    secure: bool = False
+    """SASL_PLAINTEXT + SCRAM-SHA-512 on the client listener and the StandardAuthorizer."""
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def security_protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.secure else "PLAINTEXT"
+
+    @property
+    def ports(self) -> tuple[int, int]:
+        return (self.port, self.controller_port)
+
+
+def broker_properties(spec: BrokerSpec, log_dir: Path) -> str:
+    """The ``server.properties`` of a combined broker+controller node for ``spec``."""
+    listener = spec.security_protocol
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        # A dynamic quorum (KIP-853) of one voter: what `StorageTool format --standalone` sets up.
+        "controller.quorum.bootstrap.servers": f"{HOST}:{spec.controller_port}",
+        "listeners": f"{listener}://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
+        "advertised.listeners": f"{listener}://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": listener,
+        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{listener}:{listener}",
+        "log.dirs": str(log_dir),
+        **SINGLE_NODE_SETTINGS,
+    }
+    if spec.secure:
+        props.update(
+            {
+                "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+                # The broker's own client side (inter-broker) logs in as the admin super user.
+                f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": _scram_jaas(
+                    ADMIN_USER, ADMIN_PASSWORD
+                ),
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                # The CONTROLLER listener stays PLAINTEXT (SCRAM cannot bootstrap a KRaft quorum), so
+                # the broker reaches its own controller as User:ANONYMOUS, which must be allowed
+                # CLUSTER_ACTION. Only the loopback controller port yields that principal.
+                "super.users": f"User:{ADMIN_USER};User:ANONYMOUS",
+                "allow.everyone.if.no.acl.found": "false",
+            }
+        )
+    return _render(props, header=f"mm2spec dev cluster {spec.name!r} (generated; edits are overwritten)")
+
+
+def format_args(spec: BrokerSpec, cluster_id: str, properties: Path) -> list[str]:
+    """Arguments of ``kafka.tools.StorageTool`` that format a fresh node, with SCRAM users if secure."""
+    args = ["format", "-t", cluster_id, "-c", str(properties), "--standalone"]
+    if spec.secure:
+        for user, password in ((ADMIN_USER, ADMIN_PASSWORD), (MM2_USER, MM2_PASSWORD)):
+            args += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]"]
+    return args
+
+
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's format (URL-safe base64 of 16 bytes, no padding)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):  # Kafka refuses ids that look like command-line flags
+            return text
+
+
+def fingerprint(text: str) -> str:
+    """A short digest of a config file, to notice that a formatted node no longer matches it."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def client_config(spec: BrokerSpec, user: str = ADMIN_USER) -> dict[str, str]:
+    """librdkafka / confluent_kafka settings to reach ``spec`` as ``user`` (ignored if not secure)."""
+    conf = {"bootstrap.servers": spec.bootstrap}
+    if spec.secure:
+        conf.update(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": SCRAM_MECHANISM,
+                "sasl.username": user,
+                "sasl.password": password_of(user),
+            }
+        )
+    return conf
+
+
+def java_client_properties(spec: BrokerSpec, user: str = ADMIN_USER) -> dict[str, str]:
+    """Java client settings (Connect, MM2, perf tools) to reach ``spec`` as ``user``."""
+    conf = {"bootstrap.servers": spec.bootstrap}
+    if spec.secure:
+        conf.update(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": SCRAM_MECHANISM,
+                "sasl.jaas.config": _scram_jaas(user, password_of(user)),
+            }
+        )
+    return conf
+
+
+def password_of(user: str) -> str:
+    passwords = {ADMIN_USER: ADMIN_PASSWORD, MM2_USER: MM2_PASSWORD}
+    if user not in passwords:
+        raise ValueError(f"the dev clusters have no user {user!r} (known: {', '.join(passwords)})")
+    return passwords[user]
+
+
+def secure_env() -> dict[str, str]:
+    """The environment variables the example spec's ``passwordSecret`` names resolve to in dev."""
+    return {name: MM2_PASSWORD for name in PASSWORD_ENV_VARS}
+
+
+def connect_worker_properties(
+    bootstrap: BrokerSpec, *, rest_port: int, group_id: str = "mm2spec-dev-connect", user: str = ADMIN_USER
+) -> str:
+    """A minimal distributed Connect worker config, for ``dev up`` without a rendered one and tests."""
+    props = {
+        **java_client_properties(bootstrap, user),
+        "group.id": group_id,
+        "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "config.storage.topic": f"{group_id}-configs",
+        "offset.storage.topic": f"{group_id}-offsets",
+        "status.storage.topic": f"{group_id}-status",
+        # -1: the broker's default.replication.factor, as the rendered configs do.
+        "config.storage.replication.factor": "-1",
+        "offset.storage.replication.factor": "-1",
+        "status.storage.replication.factor": "-1",
+        "listeners": f"http://{HOST}:{rest_port}",
+        "rest.advertised.host.name": HOST,
+        "rest.advertised.port": str(rest_port),
+        # Plugins sit on the classpath with ServiceLoader manifests; skip the slow reflective scan.
+        "plugin.discovery": "service_load",
+    }
+    if bootstrap.secure:
+        # The worker's producers, consumers and admin client need the same credentials.
+        for prefix in ("producer.", "consumer.", "admin."):
+            for key, value in java_client_properties(bootstrap, user).items():
+                if key != "bootstrap.servers":
+                    props[prefix + key] = value
+    return _render(props, header="minimal Kafka Connect worker for mm2spec dev (generated)")
+
+
+def log4j2_properties() -> str:
+    """Log4j 2 config for every Java process we start: INFO to stdout, which we send to a file."""
+    return (
+        "# mm2spec dev: Kafka's Java processes log to stdout, which mm2spec.dev redirects to a file.\n"
+        "status = warn\n"
+        "appender.out.type = Console\n"
+        "appender.out.name = out\n"
+        "appender.out.layout.type = PatternLayout\n"
+        "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+        "rootLogger.level = INFO\n"
+        "rootLogger.appenderRef.out.ref = out\n"
+        # The worker's REST access log and Kafka's request logging are noise for a dev cluster.
+        "logger.request.name = kafka.request.logger\n"
+        "logger.request.level = WARN\n"
+        "logger.reflections.name = org.reflections\n"
+        "logger.reflections.level = ERROR\n"
+    )
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Parse a Java properties file (comments, ``=``/``:``/space separators, continuation lines).
+
+    Enough of ``java.util.Properties`` for config files people write; unicode escapes are not decoded.
+    """
+    props: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        # An odd number of trailing backslashes continues the line.
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical += line[:-1]
+            continue
+        logical += line
+        match = re.match(r"((?:[^=:\s\\]|\\.)*)\s*[=:\s]?\s*(.*)$", logical)
+        if match:
+            key = re.sub(r"\\(.)", r"\1", match.group(1))
+            props[key] = match.group(2)
+        logical = ""
+    return props
+
+
+def rest_port_of(worker_props: dict[str, str]) -> int:
+    """The REST port a Connect worker will listen on (Connect's default is 8083)."""
+    listeners = worker_props.get("listeners", "http://:8083")
+    first = listeners.split(",")[0].strip()
+    match = re.search(r":(\d+)/?$", first)
+    if not match:
+        raise ValueError(f"cannot read a port from listeners={listeners!r}")
+    return int(match.group(1))
+
+
+def _scram_jaas(user: str, password: str) -> str:
+    return f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";'
+
+
+def _render(props: dict[str, str], header: str) -> str:
+    return f"# {header}\n" + "".join(f"{key}={value}\n" for key, value in props.items())

@@ -1,0 +1,152 @@
+"""Kafka Connect (distributed worker) and MirrorMaker 2 (dedicated mode) as Java processes.
+
+Both start from a properties file the caller owns (normally rendered by ``mm2spec render``).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from mm2spec.components import Components
+
+from mm2spec.dev import process
+from mm2spec.dev.config import HOST, read_properties, rest_port_of
+from mm2spec.dev.process import DevError, JavaProcess
+
+MIRROR_SOURCE_CONNECTOR = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
+
+
+class ConnectWorker:
+    """A distributed Connect worker (``ConnectDistributed``) running ``config``.
+
+    Ready means its REST API answers ``GET /connectors`` and ``GET /connector-plugins`` lists
+    MirrorSourceConnector, i.e. it joined its group and MM2's plugins loaded.
+    """
+
+    def __init__(
+        self,
+        config: Path,
+        root: Path,
+        *,
+        name: str = "connect",
+        found: Components | None = None,
+        heap: str = "512m",
+        env: dict[str, str] | None = None,
+    ):
+        self.config = Path(config).resolve()
+        if not self.config.is_file():
+            raise DevError(f"Connect worker config {self.config} does not exist")
+        self.root = Path(root)
+        self.name = name
+        self.heap = heap
+        self.env = env or {}
+        self.java, self.libs = process.java_and_libs(found)
+        try:
+            self.rest_port = rest_port_of(read_properties(self.config.read_text()))
+        except ValueError as bad:
+            raise DevError(f"{self.config}: {bad}") from None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.rest_port}"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "logs" / f"{self.name}.log"
+
+    def start(self, *, tie_to_parent: bool = False) -> JavaProcess:
+        process.check_ports_free({self.rest_port: f"{self.name} REST"})
+        command = process.java_command(
+            self.java,
+            self.libs,
+            "org.apache.kafka.connect.cli.ConnectDistributed",
+            [str(self.config)],
+            log4j=process.log4j_config(self.root),
+            heap=self.heap,
+        )
+        return process.start(
+            self.name,
+            command,
+            token=str(self.config),
+            log=self.log,
+            ports=(self.rest_port,),
+            env=self.env,
+            cwd=self.root,
+            tie_to_parent=tie_to_parent,
+        )
+
+    def ready(self) -> bool:
+        return connect_ready(self.url)
+
+
+def connect_ready(url: str) -> bool:
+    """True when the worker at ``url`` serves its REST API and offers MirrorSourceConnector."""
+    try:
+        connectors = _get_json(f"{url}/connectors")
+        plugins = _get_json(f"{url}/connector-plugins")
+    except (OSError, ValueError):
+        return False
+    return isinstance(connectors, list) and any(p.get("class") == MIRROR_SOURCE_CONNECTOR for p in plugins)
+
+
+class MirrorMaker:
+    """MirrorMaker 2 in dedicated mode (``org.apache.kafka.connect.mirror.MirrorMaker``).
+
+    Ready means it logged "Kafka MirrorMaker started" (all its herders are up) after this start.
+    """
+
+    def __init__(
+        self,
+        config: Path,
+        root: Path,
+        *,
+        name: str = "mirrormaker",
+        found: Components | None = None,
+        heap: str = "512m",
+        env: dict[str, str] | None = None,
+    ):
+        self.config = Path(config).resolve()
+        if not self.config.is_file():
+            raise DevError(f"MirrorMaker config {self.config} does not exist")
+        self.root = Path(root)
+        self.name = name
+        self.heap = heap
+        self.env = env or {}
+        self.java, self.libs = process.java_and_libs(found)
+        self._log_offset = 0
+
+    @property
+    def log(self) -> Path:
+        return self.root / "logs" / f"{self.name}.log"
+
+    def start(self, *, tie_to_parent: bool = False) -> JavaProcess:
+        self._log_offset = self.log.stat().st_size if self.log.is_file() else 0
+        command = process.java_command(
+            self.java,
+            self.libs,
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            [str(self.config)],
+            log4j=process.log4j_config(self.root),
+            heap=self.heap,
+        )
+        return process.start(
+            self.name, command, token=str(self.config), log=self.log, env=self.env, cwd=self.root, tie_to_parent=tie_to_parent
+        )
+
+    def ready(self) -> bool:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self._log_offset)
+                return b"Kafka MirrorMaker started" in f.read()
+        except FileNotFoundError:
+            return False
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=3) as response:
+        if response.status != 200:
+            raise ValueError(f"{url}: HTTP {response.status}")
+        return json.loads(response.read())

@@ -1,0 +1,116 @@
+"""A single-node KRaft Kafka cluster (combined broker + controller) started as a Java process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from mm2spec.components import Components
+
+from mm2spec.dev import process
+from mm2spec.dev.config import (
+    ADMIN_USER,
+    BrokerSpec,
+    broker_properties,
+    client_config,
+    fingerprint,
+    format_args,
+    new_cluster_id,
+)
+from mm2spec.dev.process import DevError, JavaProcess
+
+# librdkafka reports every refused connection while a broker boots; readiness polling expects them.
+_QUIET = logging.getLogger("mm2spec.dev.readiness")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+class KafkaCluster:
+    """One dev cluster: its files live in ``<root>/<name>/``, its log in ``<root>/logs/<name>.log``.
+
+    ``format()`` prepares storage once (again only if the generated config changed, e.g. other
+    ports or secure mode); ``start()`` launches ``kafka.Kafka``; ``wait_ready()`` blocks until a
+    client can fetch metadata from it.
+    """
+
+    def __init__(self, spec: BrokerSpec, root: Path, *, found: Components | None = None, heap: str = "512m"):
+        self.spec = spec
+        self.root = Path(root)
+        self.heap = heap
+        self.java, self.libs = process.java_and_libs(found)
+
+    @property
+    def home(self) -> Path:
+        return self.root / self.spec.name
+
+    @property
+    def properties(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "logs" / f"{self.spec.name}.log"
+
+    def format(self) -> bool:
+        """Write the config and format storage if needed; True when it formatted."""
+        data = self.home / "data"
+        text = broker_properties(self.spec, data)
+        stamp = self.home / "formatted.json"
+        wanted = fingerprint(text)
+        formatted = (data / "meta.properties").is_file() and stamp.is_file()
+        if formatted and json.loads(stamp.read_text()).get("config") == wanted:
+            return False
+        # Storage formatted for another config (ports, security) cannot be reused: the controller's
+        # voter endpoint and the SCRAM users are written into the metadata log at format time.
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.home.mkdir(parents=True)
+        self.properties.write_text(text)
+        log4j = process.log4j_config(self.root)
+        command = process.java_command(
+            self.java,
+            self.libs,
+            "kafka.tools.StorageTool",
+            format_args(self.spec, new_cluster_id(), self.properties),
+            log4j=log4j,
+            heap="256m",
+        )
+        process.run_to_completion(command, log=self.log, timeout=120, what=f"formatting cluster {self.spec.name!r}")
+        stamp.write_text(json.dumps({"config": wanted}))
+        return True
+
+    def start(self, *, tie_to_parent: bool = False) -> JavaProcess:
+        """Launch the broker (call ``format()`` first). Does not wait: see ``wait_ready``."""
+        if not self.properties.is_file():
+            raise DevError(f"cluster {self.spec.name!r} is not formatted (no {self.properties})")
+        command = process.java_command(
+            self.java, self.libs, "kafka.Kafka", [str(self.properties)], log4j=process.log4j_config(self.root), heap=self.heap
+        )
+        return process.start(
+            self.spec.name,
+            command,
+            token=str(self.properties),
+            log=self.log,
+            ports=self.spec.ports,
+            cwd=self.home,
+            tie_to_parent=tie_to_parent,
+        )
+
+    def ready(self) -> bool:
+        """One quick probe: does the broker answer a metadata request and list itself?"""
+        return broker_ready(self.spec)
+
+
+def broker_ready(spec: BrokerSpec, timeout: float = 3.0) -> bool:
+    """True when ``spec``'s broker answers metadata with itself registered (admin credentials)."""
+    if not process.listening(spec.port):
+        return False  # cheap check first: no librdkafka client while nothing listens
+    from confluent_kafka.admin import AdminClient  # imported late: the CLI should start fast
+
+    admin = AdminClient({**client_config(spec, ADMIN_USER), "logger": _QUIET})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except Exception:  # noqa: BLE001 - any failure means "not yet"
+        return False
+    return bool(metadata.brokers)

@@ -1,0 +1,286 @@
+"""Starting, watching and stopping the Java processes of the dev environment.
+
+Processes are started in their own session (so Ctrl-C in the terminal that ran ``dev up`` does not
+take them down) and recorded by pid together with a token from their command line: ``down`` only
+signals a pid whose command line still carries that token, so a recycled pid is never killed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from mm2spec.components import ComponentMissing, Components, components
+from mm2spec.errors import Mm2specError
+
+from mm2spec.dev.config import HOST, log4j2_properties
+
+
+class DevError(Mm2specError):
+    """A dev environment could not be started, inspected or stopped."""
+
+
+class PortInUse(DevError):
+    """A port the dev environment needs is already taken by another process."""
+
+
+class NotReady(DevError):
+    """A started process did not become ready before its deadline (it has been stopped)."""
+
+
+@dataclass(frozen=True)
+class JavaProcess:
+    """A Java process this package started: what ``status`` and ``down`` need, JSON-serialisable."""
+
+    name: str
+    """``primary``, ``dr``, ``connect``, ``mirrormaker``: also the log file's stem."""
+    pid: int
+    token: str
+    """A path on the process's command line (its config file): proves a pid is still ours."""
+    log: str
+    ports: tuple[int, ...] = ()
+
+    def alive(self) -> bool:
+        return _cmdline_has(self.pid, self.token)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "ports": list(self.ports)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> JavaProcess:
+        return cls(**{**data, "ports": tuple(data.get("ports", ()))})
+
+
+def java_and_libs(found: Components | None = None) -> tuple[str, Path]:
+    """The java binary and Kafka's libs folder, or ComponentMissing saying how to install them."""
+    found = found or components()
+    java = found.java()
+    try:
+        libs = found.kafka_libs
+    except ComponentMissing as missing:
+        raise ComponentMissing(f"{missing} (or just scripts/install-kafka.sh)") from None
+    return java, libs
+
+
+def java_command(java: str, libs: Path, main_class: str, args: list[str], *, log4j: Path, heap: str) -> list[str]:
+    return [
+        java,
+        f"-Xmx{heap}",
+        "-Xms64m",
+        # Serial GC: one collector thread; these JVMs share two cores with everything else.
+        "-XX:+UseSerialGC",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        f"{libs}/*",
+        main_class,
+        *args,
+    ]
+
+
+def log4j_config(root: Path) -> Path:
+    """Write (or keep) the Log4j 2 config shared by the Java processes under ``root``."""
+    path = Path(root) / "log4j2.properties"
+    text = log4j2_properties()
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
+def check_ports_free(ports: dict[int, str]) -> None:
+    """Raise PortInUse naming every taken port and what we wanted it for."""
+    taken = [f"{HOST}:{port} ({purpose})" for port, purpose in ports.items() if not port_free(port)]
+    if taken:
+        raise PortInUse(
+            "port already in use: " + ", ".join(taken) + ". Stop whatever listens there "
+            "(`mm2spec dev down` if it is an earlier dev environment) or choose other ports."
+        )
+
+
+def port_free(port: int, host: str = HOST) -> bool:
+    """Could a server bind ``port`` now? SO_REUSEADDR as the JVM uses it, so connections lingering
+    in TIME_WAIT from a stopped broker do not count as taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def listening(port: int, host: str = HOST) -> bool:
+    """Does something accept connections on ``port``?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((host, port)) == 0
+
+
+def pick_free_ports(count: int, *, low: int = 20000, high: int = 32000, avoid: tuple[int, ...] = ()) -> list[int]:
+    """``count`` distinct free ports, below Linux's ephemeral range so that outgoing client
+    connections are unlikely to grab one before our server binds it."""
+    chosen: list[int] = []
+    for port in random.sample(range(low, high), k=min(high - low, 2000)):
+        if port not in avoid and port_free(port):
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise DevError(f"found no {count} free ports between {low} and {high}")
+
+
+def start(
+    name: str,
+    command: list[str],
+    *,
+    token: str,
+    log: Path,
+    ports: tuple[int, ...] = (),
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    tie_to_parent: bool = False,
+) -> JavaProcess:
+    """Start ``command`` in the background with stdout and stderr appended to ``log``.
+
+    ``tie_to_parent`` asks Linux to SIGTERM the child when the starting process dies (tests use it,
+    so a killed pytest leaves no brokers behind); ``dev up`` leaves it off so processes outlive it.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            preexec_fn=_die_with_parent if tie_to_parent else None,
+        )
+    # Just after exec, /proc/<pid>/cmdline is briefly empty; wait until it shows the token so that
+    # alive() means what it says from the first call on.
+    for _ in range(500):
+        if process.poll() is not None or _cmdline_has(process.pid, token):
+            break
+        time.sleep(0.01)
+    return JavaProcess(name=name, pid=process.pid, token=token, log=str(log), ports=ports)
+
+
+def stop(process: JavaProcess, grace: float = 20.0) -> bool:
+    """SIGTERM, then SIGKILL after ``grace`` seconds. False when the process was already gone."""
+    if not process.alive():
+        _reap(process.pid)
+        return False
+    _signal(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        _reap(process.pid)
+        if not process.alive():
+            return True
+        time.sleep(0.1)
+    _signal(process.pid, signal.SIGKILL)
+    for _ in range(50):
+        _reap(process.pid)
+        if not process.alive():
+            break
+        time.sleep(0.1)
+    return True
+
+
+def wait_all_ready(checks: dict[JavaProcess, Callable[[], bool]], *, timeout: float, poll: float = 0.5) -> None:
+    """Wait until every process's readiness check passes; NotReady (with its log) on the first that
+    exits or when the deadline passes. The caller stops what it started."""
+    pending = dict(checks)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for proc, check in list(pending.items()):
+            if not proc.alive():
+                raise NotReady(f"{proc.name} exited during startup; last lines of {proc.log}:\n{tail(proc.log)}")
+            if check():
+                del pending[proc]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            proc = next(iter(pending))
+            raise NotReady(
+                f"{proc.name} was not ready after {timeout:.0f}s; last lines of {proc.log}:\n{tail(proc.log)}"
+            )
+        time.sleep(poll)
+
+
+def stop_all(processes: list[JavaProcess], grace: float = 30.0) -> None:
+    """SIGTERM all at once (they shut down in parallel), then stop each; SIGKILL after ``grace``."""
+    for proc in processes:
+        if proc.alive():
+            _signal(proc.pid, signal.SIGTERM)
+    for proc in processes:
+        stop(proc, grace)
+
+
+def tail(path: str | Path, lines: int = 25) -> str:
+    """The last ``lines`` lines of a log file (empty if there is none)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_to_completion(command: list[str], *, log: Path, timeout: float, what: str) -> None:
+    """Run a short Java tool (StorageTool), its output appended to ``log``; DevError if it fails."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        try:
+            result = subprocess.run(
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise DevError(f"{what} did not finish within {timeout:.0f}s; see {log}") from None
+    if result.returncode != 0:
+        raise DevError(f"{what} failed (exit {result.returncode}); last lines of {log}:\n{tail(log)}")
+
+
+def _cmdline_has(pid: int, token: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # A zombie has exited; it only waits for its parent to collect it.
+    state = status.rsplit(")", 1)[-1].split()[0]
+    return state != "Z" and token.encode() in cmdline
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if ``pid`` is our child, so it does not linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -1,0 +1,276 @@
+"""The dev environment: clusters ``primary`` and ``dr``, a Connect worker, optionally MM2 dedicated.
+
+``DevStack.up`` starts them and records pids, ports and folders in ``<root>/state.json``, so
+``status`` and ``down`` work from another process (another shell, a test session, CI's cleanup).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from mm2spec.components import PROJECT_ROOT, Components
+
+from mm2spec.dev import process
+from mm2spec.dev.config import (
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    MM2_PASSWORD,
+    MM2_USER,
+    BrokerSpec,
+    client_config,
+    connect_worker_properties,
+    secure_env,
+)
+from mm2spec.dev.connect import ConnectWorker, MirrorMaker
+from mm2spec.dev.kafka import KafkaCluster, broker_ready
+from mm2spec.dev.process import wait_all_ready
+from mm2spec.dev.process import DevError, JavaProcess
+
+#: Where ``mm2spec dev`` keeps data, logs and state unless told otherwise (git-ignored).
+DEFAULT_ROOT = PROJECT_ROOT / ".mm2spec" / "dev"
+
+
+@dataclass(frozen=True)
+class DevPorts:
+    """Loopback ports of a dev environment; the defaults match the example spec's ``dev`` overlay."""
+
+    primary: int = 19092
+    primary_controller: int = 19093
+    dr: int = 29092
+    dr_controller: int = 29093
+    connect: int = 8083
+
+    @classmethod
+    def free(cls) -> DevPorts:
+        """Five currently free ports away from the defaults (tests, parallel sessions)."""
+        defaults = cls()
+        return cls(*process.pick_free_ports(5, avoid=tuple(vars(defaults).values())))
+
+
+@dataclass(frozen=True)
+class DevState:
+    """What runs, read back from the state file: enough to connect to it or to stop it."""
+
+    root: Path
+    secure: bool
+    clusters: dict[str, BrokerSpec]
+    processes: list[JavaProcess] = field(default_factory=list)
+    connect_url: str | None = None
+
+    @property
+    def primary(self) -> BrokerSpec:
+        return self.clusters["primary"]
+
+    @property
+    def dr(self) -> BrokerSpec:
+        return self.clusters["dr"]
+
+    def client_config(self, cluster: str, user: str = ADMIN_USER) -> dict[str, str]:
+        """confluent_kafka settings for ``cluster`` (``primary``/``dr``) as ``user``."""
+        return client_config(self.clusters[cluster], user)
+
+    def process(self, name: str) -> JavaProcess | None:
+        return next((p for p in self.processes if p.name == name), None)
+
+    def to_json(self) -> dict:
+        return {
+            "root": str(self.root),
+            "secure": self.secure,
+            "clusters": {name: vars(spec) for name, spec in self.clusters.items()},
+            "processes": [p.to_json() for p in self.processes],
+            "connect_url": self.connect_url,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> DevState:
+        return cls(
+            root=Path(data["root"]),
+            secure=data["secure"],
+            clusters={name: BrokerSpec(**spec) for name, spec in data["clusters"].items()},
+            processes=[JavaProcess.from_json(p) for p in data["processes"]],
+            connect_url=data.get("connect_url"),
+        )
+
+
+class DevStack:
+    """Start, inspect and stop the dev environment kept in ``root``.
+
+    ``tie_to_parent=True`` makes the started processes die with the Python process that started
+    them (pytest fixtures); the CLI leaves them running until ``dev down``.
+    """
+
+    def __init__(
+        self,
+        root: Path | None = None,
+        *,
+        ports: DevPorts = DevPorts(),
+        secure: bool = False,
+        found: Components | None = None,
+        tie_to_parent: bool = False,
+        echo: Callable[[str], None] = print,
+    ):
+        self.root = Path(root or os.environ.get("MM2SPEC_DEV_DIR") or DEFAULT_ROOT).resolve()
+        self.ports = ports
+        self.secure = secure
+        self.found = found
+        self.tie_to_parent = tie_to_parent
+        self.echo = echo
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    def specs(self) -> dict[str, BrokerSpec]:
+        p = self.ports
+        return {
+            "primary": BrokerSpec("primary", p.primary, p.primary_controller, self.secure),
+            "dr": BrokerSpec("dr", p.dr, p.dr_controller, self.secure),
+        }
+
+    def up(
+        self,
+        *,
+        with_connect: bool = True,
+        connect_config: Path | None = None,
+        mm2_config: Path | None = None,
+        timeout: float = 180.0,
+    ) -> DevState:
+        """Start everything and wait until it is ready; on any failure stop what was started."""
+        current = self.read_state()
+        if current and any(p.alive() for p in current.processes):
+            names = ", ".join(f"{p.name} (pid {p.pid})" for p in current.processes if p.alive())
+            raise DevError(f"a dev environment is already running from {self.root}: {names}; run `mm2spec dev down` first")
+        self.state_file.unlink(missing_ok=True)  # stale: everything in it has exited
+
+        specs = self.specs()
+        clusters = [KafkaCluster(spec, self.root, found=self.found) for spec in specs.values()]
+        worker = None
+        if with_connect:
+            config = Path(connect_config) if connect_config else self._default_connect_config(specs["dr"])
+            worker = ConnectWorker(config, self.root, found=self.found, env=self._secret_env())
+        mirrormaker = MirrorMaker(mm2_config, self.root, found=self.found, env=self._secret_env()) if mm2_config else None
+
+        wanted = {port: f"{spec.name} {what}" for spec in specs.values() for port, what in zip(spec.ports, ("client", "controller"))}
+        if worker:
+            wanted[worker.rest_port] = "Connect REST"
+        process.check_ports_free(wanted)
+
+        state = DevState(self.root, self.secure, specs)
+        try:
+            self.echo(f"formatting {', '.join(specs)} in {self.root}")
+            with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
+                list(pool.map(KafkaCluster.format, clusters))
+            # Started from this thread: a pdeathsig child dies with the thread that forked it.
+            for cluster in clusters:
+                state.processes.append(cluster.start(tie_to_parent=self.tie_to_parent))
+                self._write_state(state)
+            wait_all_ready({proc: _broker_check(spec) for proc, spec in zip(state.processes, specs.values())}, timeout=timeout)
+            if worker:
+                proc = worker.start(tie_to_parent=self.tie_to_parent)
+                state.processes.append(proc)
+                state = DevState(self.root, self.secure, specs, state.processes, worker.url)
+                self._write_state(state)
+                wait_all_ready({proc: worker.ready}, timeout=timeout)
+            if mirrormaker:
+                proc = mirrormaker.start(tie_to_parent=self.tie_to_parent)
+                state.processes.append(proc)
+                self._write_state(state)
+                wait_all_ready({proc: mirrormaker.ready}, timeout=timeout)
+        except BaseException:
+            # Nothing half-started may outlive a failed `up` (KeyboardInterrupt included).
+            process.stop_all(state.processes)
+            self.state_file.unlink(missing_ok=True)
+            raise
+        if self.secure:
+            self._write_secure_env()
+        self.echo(self.describe(state))
+        return state
+
+    def read_state(self) -> DevState | None:
+        try:
+            return DevState.from_json(json.loads(self.state_file.read_text()))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as bad:
+            raise DevError(f"{self.state_file} is damaged ({bad}); stop its processes by hand and delete it") from None
+
+    def status(self) -> DevState | None:
+        """The recorded state (None when nothing was started); ``describe`` says what still runs."""
+        return self.read_state()
+
+    def down(self, *, wipe: bool = False) -> list[str]:
+        """Stop every recorded process (only those, by pid and command line); idempotent.
+
+        Returns the names of the processes that were still running. ``wipe`` also deletes the
+        clusters' data, logs and generated configs.
+        """
+        state = self.read_state()
+        stopped: list[str] = []
+        if state:
+            # Connect and MM2 first, so they shut down cleanly while their brokers still answer.
+            workers = [p for p in state.processes if p.name not in state.clusters]
+            brokers = [p for p in state.processes if p.name in state.clusters]
+            stopped = [p.name for p in state.processes if p.alive()]
+            process.stop_all(workers)
+            process.stop_all(brokers)
+            self.state_file.unlink(missing_ok=True)
+        if wipe:
+            for name in ("primary", "dr", "logs", "connect", "log4j2.properties", "secure.env"):
+                target = self.root / name
+                if target.is_dir():
+                    shutil.rmtree(target)
+                else:
+                    target.unlink(missing_ok=True)
+        return stopped
+
+    def describe(self, state: DevState | None) -> str:
+        """Human-readable lines: what runs where, with pid and log."""
+        if state is None:
+            return f"no dev environment recorded in {self.root}"
+        lines = []
+        for proc in state.processes:
+            spec = state.clusters.get(proc.name)
+            where = f"{spec.bootstrap} ({spec.security_protocol})" if spec else state.connect_url if proc.name == "connect" else "-"
+            running = "running" if proc.alive() else "STOPPED"
+            lines.append(f"  {proc.name:<12} {where:<32} pid {proc.pid:<7} {running:<8} log {_short(proc.log)}")
+        if state.secure:
+            lines.append(f"  users: {ADMIN_USER}/{ADMIN_PASSWORD} (super user), {MM2_USER}/{MM2_PASSWORD} (no ACLs), SCRAM-SHA-512")
+            lines.append(f"  secrets for the spec: source {_short(self.root / 'secure.env')}")
+        return "\n".join([f"dev environment in {_short(self.root)}:", *lines])
+
+    def _default_connect_config(self, dr: BrokerSpec) -> Path:
+        path = self.root / "connect" / "connect-distributed.properties"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(connect_worker_properties(dr, rest_port=self.ports.connect))
+        return path
+
+    def _secret_env(self) -> dict[str, str]:
+        # Rendered configs refer to passwords by env var name (EnvVarConfigProvider).
+        return secure_env() if self.secure else {}
+
+    def _write_secure_env(self) -> None:
+        lines = [f"export {name}={value}\n" for name, value in secure_env().items()]
+        (self.root / "secure.env").write_text("# dev-only passwords (fixed, documented)\n" + "".join(lines))
+
+    def _write_state(self, state: DevState) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        scratch = self.state_file.with_suffix(".tmp")
+        scratch.write_text(json.dumps(state.to_json(), indent=2))
+        scratch.replace(self.state_file)
+
+
+def _broker_check(spec: BrokerSpec) -> Callable[[], bool]:
+    return lambda: broker_ready(spec)
+
+
+def _short(path: str | Path) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
