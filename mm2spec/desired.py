@@ -1,0 +1,149 @@
+"""The concrete resources a DR spec asks for, given what the live source clusters hold.
+
+Compile knows patterns; this module turns them into resources by looking at the source cluster:
+which topics each flow mirrors (patterns minus excludes, as MM2 selects them), the target topics
+they need (the source's partition count and, with ``syncTopicConfigs``, its configs), and the ACL
+bindings once regular expressions are resolved to the names they match today. Both ``mm2spec plan``
+and the Pulumi program build their resource lists here, from the same snapshot types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+from mm2spec.kafka import LiveTopic
+from mm2spec.model import AclBinding, DesiredState, MirrorFlow
+from mm2spec.patterns import python_regex
+
+# Topic configs MM2's DefaultConfigPropertyFilter never copies to the target (cluster-specific).
+NOT_SYNCED_CONFIGS = frozenset({
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+    "message.timestamp.difference.max.ms", "message.timestamp.type", "unclean.leader.election.enable",
+    "min.insync.replicas",
+})
+
+
+@dataclass(frozen=True)
+class SourceSnapshot:
+    """What a source cluster holds right now: its topics (with set configs) and consumer groups."""
+
+    cluster: str
+    topics: Mapping[str, LiveTopic]
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic the DR setup manages on a cluster. ``replication_factor`` -1 is the broker default."""
+
+    cluster: str
+    name: str
+    partitions: int
+    configs: tuple[tuple[str, str], ...]
+    purpose: str
+    kind: Literal["internal", "mirror"]
+    replication_factor: int = -1
+    allow_replacement: bool = False
+    source_topic: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.cluster}/{self.name}"
+
+
+@dataclass(frozen=True)
+class PatternResolution:
+    """What one spec pattern matched on the live source cluster (shown in plans)."""
+
+    flow: str
+    field: str
+    pattern: str
+    matched: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DesiredResources:
+    """Everything to create or keep: topics, ACL bindings, and how patterns resolved."""
+
+    topics: tuple[TopicSpec, ...]
+    acls: tuple[AclBinding, ...]
+    resolutions: tuple[PatternResolution, ...] = field(default=())
+
+
+def _matches_any(patterns, name: str) -> bool:
+    return any(python_regex(p).fullmatch(name) for p in patterns)
+
+
+def mirrored_topics(flow: MirrorFlow, source_topics: Mapping[str, LiveTopic]) -> list[str]:
+    """Source topics the flow mirrors: any ``topics`` pattern, no exclude (MM2's defaults included)."""
+    include = [p.text for p in flow.topics]
+    return sorted(name for name in source_topics
+                  if _matches_any(include, name) and not _matches_any(flow.topics_exclude_all, name))
+
+
+def mirrored_groups(flow: MirrorFlow, groups) -> list[str]:
+    include = [p.text for p in flow.groups]
+    return sorted(g for g in groups if _matches_any(include, g) and not _matches_any(flow.groups_exclude_all, g))
+
+
+def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> DesiredResources:
+    """Topics and ACLs for ``state`` given a snapshot of every flow's source cluster."""
+    topics: dict[str, TopicSpec] = {}
+    for internal in state.internal_topics:
+        spec = TopicSpec(internal.cluster, internal.name, internal.partitions, internal.configs,
+                         internal.purpose, "internal", internal.replication_factor)
+        topics.setdefault(spec.key, spec)
+    resolutions: list[PatternResolution] = []
+    for flow in state.mirrors:
+        source = sources[flow.source]
+        for pattern in flow.topics:
+            matched = tuple(n for n in mirrored_topics(flow, source.topics) if pattern.matches(n))
+            resolutions.append(PatternResolution(flow.name, "topics", pattern.text, matched))
+        for name in mirrored_topics(flow, source.topics):
+            live = source.topics[name]
+            configs = ()
+            if flow.sync_topic_configs:
+                configs = tuple(sorted((k, v) for k, v in live.configs.items() if k not in NOT_SYNCED_CONFIGS))
+            spec = TopicSpec(flow.target, flow.target_topic(name), live.partitions, configs,
+                             f"{flow.name}: mirror of {flow.source}/{name}", "mirror",
+                             allow_replacement=flow.allow_topic_replacement, source_topic=name)
+            topics.setdefault(spec.key, spec)
+        for pattern in flow.groups:
+            matched = tuple(g for g in mirrored_groups(flow, source.groups) if pattern.matches(g))
+            resolutions.append(PatternResolution(flow.name, "groups", pattern.text, matched))
+    return DesiredResources(tuple(topics.values()), tuple(desired_acls(state, sources)), tuple(resolutions))
+
+
+def desired_acls(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> list[AclBinding]:
+    """The spec's ACL bindings plus its regex patterns resolved to today's names (if ACLs are managed)."""
+    if not state.manage_acls:
+        return []
+    wanted: dict[tuple, AclBinding] = {b.key: b for b in state.acl_bindings}
+    for pattern in state.acl_patterns:
+        source = sources[pattern.source_cluster]
+        names = source.topics if pattern.resource_type == "TOPIC" else source.groups
+        regex = python_regex(pattern.regex)
+        for name in sorted(names):
+            if not regex.fullmatch(name):
+                continue
+            for operation in pattern.operations:
+                binding = AclBinding(pattern.cluster, pattern.principal, pattern.resource_type,
+                                     pattern.name_prefix + name, "LITERAL", operation,
+                                     reason=f"{pattern.reason} (matches /{pattern.regex}/)")
+                wanted.setdefault(binding.key, binding)
+    return list(wanted.values())
+
+
+def snapshot_sources(state: DesiredState, admin_for) -> dict[str, SourceSnapshot]:
+    """Read every flow's source cluster once (topics with configs, groups when a flow mirrors groups).
+
+    ``admin_for(alias)`` returns a ``KafkaAdmin``; injected so tests and the Pulumi program choose
+    how credentials are found.
+    """
+    snapshots = {}
+    for alias in dict.fromkeys(flow.source for flow in state.mirrors):
+        admin = admin_for(alias)
+        need_groups = any(f.groups for f in state.mirrors if f.source == alias)
+        snapshots[alias] = SourceSnapshot(alias, admin.topics(), tuple(admin.groups()) if need_groups else ())
+    return snapshots

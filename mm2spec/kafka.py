@@ -1,0 +1,266 @@
+"""The one wrapper around confluent-kafka's AdminClient.
+
+Every admin call mm2spec makes goes through ``KafkaAdmin``: futures are resolved here, calls are
+batched (one DescribeConfigs for all topics, one DescribeAcls per principal), failures become
+``KafkaOperationFailed`` naming the cluster and resource, and secrets never reach a message.
+Clients are created per ``KafkaAdmin`` and never stored in state (Pulumi pickles providers).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBinding as KAclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from mm2spec.errors import Mm2specError
+from mm2spec.model import AclBinding, Cluster
+
+_QUIET = logging.getLogger("mm2spec.librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+# librdkafka's BROKER resource type has the wire code of Kafka's CLUSTER resource (4).
+_RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER,
+                   "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
+_RESOURCE_NAMES = {v: k for k, v in _RESOURCE_TYPES.items()}
+_PATTERNS = {"LITERAL": ResourcePatternType.LITERAL, "PREFIXED": ResourcePatternType.PREFIXED}
+
+
+class SecretMissing(Mm2specError):
+    """A secret the spec names is not set (neither given by Pulumi nor in the environment)."""
+
+
+class ClusterUnreachable(Mm2specError):
+    """A cluster did not answer within the timeout."""
+
+
+class KafkaOperationFailed(Mm2specError):
+    """A Kafka admin operation failed; the message names the cluster and the resource."""
+
+
+SecretLookup = Callable[[str], "str | None"]
+
+
+def env_secrets(name: str) -> str | None:
+    """Default secret lookup: an environment variable of that name."""
+    return os.environ.get(name)
+
+
+def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets) -> dict:
+    """librdkafka settings for a cluster, with the password looked up by its secret name."""
+    config: dict = {"bootstrap.servers": cluster.bootstrap, "logger": _QUIET}
+    security = cluster.security
+    if security.protocol != "PLAINTEXT":
+        config["security.protocol"] = security.protocol
+    if security.uses_sasl and security.sasl_mechanism:
+        config["sasl.mechanism"] = security.sasl_mechanism
+        if security.username:
+            config["sasl.username"] = security.username
+        if security.password_secret:
+            password = secrets(security.password_secret)
+            if password is None:
+                raise SecretMissing(
+                    f'cluster "{cluster.alias}": the secret {security.password_secret} is not set '
+                    f"(export {security.password_secret}=... or set it as a Pulumi secret)")
+            config["sasl.password"] = password
+    return config
+
+
+@dataclass(frozen=True)
+class LiveTopic:
+    """A topic as it is on a cluster. ``configs`` holds only values set on the topic (not defaults)."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+def _describe_failure(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        error: KafkaError = exc.args[0]
+        return f"{error.name()}: {error.str()}"
+    return str(exc)
+
+
+class KafkaAdmin:
+    """Admin operations on one cluster."""
+
+    def __init__(self, cluster: Cluster, secrets: SecretLookup = env_secrets, timeout: float = 15.0):
+        self.cluster = cluster
+        self.timeout = timeout
+        self._client = AdminClient(client_config(cluster, secrets))
+
+    # -------------------------------------------------------------------------------- reading
+    def _metadata(self):
+        try:
+            return self._client.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise ClusterUnreachable(
+                f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) is unreachable: '
+                f"{_describe_failure(exc)}") from None
+
+    def ping(self) -> None:
+        """Raise ClusterUnreachable unless the cluster answers a metadata request."""
+        self._metadata()
+
+    def topics(self, names: Iterable[str] | None = None, with_configs: bool = True,
+               include_internal: bool = False) -> dict[str, LiveTopic]:
+        """Live topics (all, or those of ``names`` that exist), with one batched DescribeConfigs."""
+        metadata = self._metadata()
+        wanted = set(names) if names is not None else None
+        found: dict[str, tuple[int, int]] = {}
+        for name, topic in metadata.topics.items():
+            if wanted is not None and name not in wanted:
+                continue
+            if not include_internal and name.startswith("__") and wanted is None:
+                continue
+            if topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            replicas = max((len(p.replicas) for p in topic.partitions.values()), default=0)
+            found[name] = (len(topic.partitions), replicas)
+        configs = self._topic_configs(list(found)) if with_configs and found else {}
+        return {name: LiveTopic(name, parts, rf, configs.get(name, {})) for name, (parts, rf) in found.items()}
+
+    def _topic_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+        result: dict[str, dict[str, str]] = {}
+        for resource, future in self._client.describe_configs(resources, request_timeout=self.timeout).items():
+            try:
+                entries = future.result()
+            except KafkaException as exc:
+                raise KafkaOperationFailed(
+                    f'cluster "{self.cluster.alias}": describe configs of topic {resource.name}: '
+                    f"{_describe_failure(exc)}") from None
+            # Only what was set on the topic: broker defaults must never show as drift.
+            result[resource.name] = {
+                key: entry.value for key, entry in entries.items()
+                if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not entry.is_sensitive
+            }
+        return result
+
+    def default_replication_factor(self) -> int | None:
+        """The brokers' default.replication.factor, which a replication factor of -1 resolves to."""
+        metadata = self._metadata()
+        if not metadata.brokers:
+            return None
+        broker = str(min(metadata.brokers))
+        resource = ConfigResource(ResourceType.BROKER, broker)
+        try:
+            entries = self._client.describe_configs([resource], request_timeout=self.timeout)[resource].result()
+        except KafkaException:
+            return None  # not allowed to describe the broker: the plan shows "broker default"
+        entry = entries.get("default.replication.factor")
+        return int(entry.value) if entry is not None and entry.value is not None else None
+
+    def groups(self) -> list[str]:
+        try:
+            listing = self._client.list_consumer_groups(request_timeout=self.timeout).result()
+        except KafkaException as exc:
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": list groups: {_describe_failure(exc)}') from None
+        return sorted(g.group_id for g in listing.valid)
+
+    def acls(self, principal: str) -> set[AclBinding]:
+        """Every ALLOW/DENY binding of ``principal`` on this cluster, in one DescribeAcls."""
+        query = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                                 AclOperation.ANY, AclPermissionType.ANY)
+        try:
+            found = self._client.describe_acls(query, request_timeout=self.timeout).result()
+        except KafkaException as exc:
+            failure = _describe_failure(exc)
+            if "SECURITY_DISABLED" in failure or "No Authorizer" in failure:
+                return set()
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": describe ACLs of {principal}: {failure}') from None
+        return {self._from_kafka(b) for b in found if b.restype in _RESOURCE_NAMES}
+
+    def authorizer_enabled(self) -> bool:
+        query = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                 AclOperation.ANY, AclPermissionType.ANY)
+        try:
+            self._client.describe_acls(query, request_timeout=self.timeout).result()
+        except KafkaException as exc:
+            if "SECURITY_DISABLED" in _describe_failure(exc):
+                return False
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": describe ACLs: {_describe_failure(exc)}') from None
+        return True
+
+    def _from_kafka(self, binding: KAclBinding) -> AclBinding:
+        return AclBinding(cluster=self.cluster.alias, principal=binding.principal,
+                          resource_type=_RESOURCE_NAMES[binding.restype], resource_name=binding.name,
+                          pattern_type=binding.resource_pattern_type.name, operation=binding.operation.name,
+                          permission=binding.permission_type.name, host=binding.host)
+
+    # -------------------------------------------------------------------------------- writing
+    def _resolve(self, futures: Mapping, what: str, tolerate: tuple[int, ...] = ()) -> None:
+        failures = []
+        for key, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is not None and error.code() in tolerate:
+                    continue
+                failures.append(f"{getattr(key, 'name', key)}: {_describe_failure(exc)}")
+        if failures:
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {what} failed: ' + "; ".join(failures))
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]) -> None:
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(configs))
+        self._resolve(self._client.create_topics([topic], operation_timeout=self.timeout, request_timeout=self.timeout),
+                      f"create topic {name}")
+
+    def grow_partitions(self, name: str, total: int) -> None:
+        self._resolve(self._client.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout),
+                      f"add partitions to topic {name}")
+
+    def alter_topic_configs(self, name: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        """Incremental alter: SET what changed, DELETE (back to default) what the spec no longer sets."""
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_configs.items()]
+        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        if not entries:
+            return
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        self._resolve(self._client.incremental_alter_configs([resource], request_timeout=self.timeout),
+                      f"alter configs of topic {name}")
+
+    def delete_topic(self, name: str) -> None:
+        self._resolve(self._client.delete_topics([name], operation_timeout=self.timeout, request_timeout=self.timeout),
+                      f"delete topic {name}", tolerate=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        kafka = [self._to_kafka(b) for b in bindings]
+        if kafka:
+            self._resolve(self._client.create_acls(kafka, request_timeout=self.timeout), "create ACLs")
+
+    def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        filters = [self._to_filter(b) for b in bindings]
+        if filters:
+            self._resolve(self._client.delete_acls(filters, request_timeout=self.timeout), "delete ACLs")
+
+    @staticmethod
+    def _to_kafka(b: AclBinding) -> KAclBinding:
+        return KAclBinding(_RESOURCE_TYPES[b.resource_type], b.resource_name, _PATTERNS[b.pattern_type],
+                           b.principal, b.host, AclOperation[b.operation], AclPermissionType[b.permission])
+
+    @staticmethod
+    def _to_filter(b: AclBinding) -> AclBindingFilter:
+        return AclBindingFilter(_RESOURCE_TYPES[b.resource_type], b.resource_name, _PATTERNS[b.pattern_type],
+                                b.principal, b.host, AclOperation[b.operation], AclPermissionType[b.permission])
