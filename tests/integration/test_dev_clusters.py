@@ -1,0 +1,176 @@
+"""The dev environment on real processes: clusters answer, security holds, failures clean up."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mm2spec.dev import DevPorts, DevStack, DevState, MirrorMaker, NotReady, PortInUse
+from mm2spec.dev import process as dev_process
+
+pytestmark = pytest.mark.integration
+
+_QUIET = logging.getLogger("tests.quiet-librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+def produce_one(conf: dict, topic: str, value: bytes) -> None:
+    producer = Producer({**conf, "logger": _QUIET})
+    producer.produce(topic, value=value)
+    assert producer.flush(30) == 0, "the record was not delivered within 30s"
+
+
+def consume_values(conf: dict, topic: str, count: int, timeout: float = 60) -> list[bytes]:
+    consumer = Consumer(
+        {**conf, "group.id": f"{topic}-reader", "auto.offset.reset": "earliest", "logger": _QUIET}
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and not message.error():
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def create_topic(conf: dict, topic: str) -> None:
+    admin = AdminClient({**conf, "logger": _QUIET})
+    admin.create_topics([NewTopic(topic, 1, -1)])[topic].result(30)
+
+
+def java_processes_under(root: Path) -> list[int]:
+    """Pids of live processes whose command line mentions ``root`` (ours, by construction)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(root).encode() in cmdline and b"java" in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
+def test_records_round_trip_on_both_clusters(kafka_pair: DevState, unique_name) -> None:
+    for cluster in ("primary", "dr"):
+        conf = kafka_pair.client_config(cluster)
+        topic = unique_name(cluster)
+        create_topic(conf, topic)
+        produce_one(conf, topic, b"hello " + cluster.encode())
+        assert consume_values(conf, topic, 1) == [b"hello " + cluster.encode()]
+
+
+def test_secure_cluster_lets_admin_create_and_denies_mm2(secure_kafka_pair: DevState, unique_name) -> None:
+    admin = AdminClient({**secure_kafka_pair.client_config("dr", "admin"), "logger": _QUIET})
+    allowed = unique_name("admin")
+    admin.create_topics([NewTopic(allowed, 1, -1)])[allowed].result(30)
+    assert allowed in admin.list_topics(timeout=10).topics
+
+    mm2 = AdminClient({**secure_kafka_pair.client_config("dr", "mm2"), "logger": _QUIET})
+    denied = unique_name("mm2")
+    with pytest.raises(KafkaException) as refused:
+        mm2.create_topics([NewTopic(denied, 1, -1)])[denied].result(30)
+    assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
+    # mm2 authenticated (it got an authorization answer), yet sees no topics without ACLs.
+    assert allowed not in mm2.list_topics(timeout=10).topics
+
+
+def test_connect_worker_offers_mirrormaker_plugins(connect_worker) -> None:
+    worker = connect_worker()
+    with urllib.request.urlopen(f"{worker.url}/connector-plugins", timeout=10) as response:
+        plugins = {p["class"].rsplit(".", 1)[-1] for p in json.load(response)}
+    assert {"MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector"} <= plugins
+
+
+def test_mirrormaker_dedicated_mode_copies_a_record(kafka_pair: DevState, unique_name, tmp_path: Path) -> None:
+    topic = unique_name("mirrored")
+    produce_one(kafka_pair.client_config("primary"), topic, b"across")
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "\n".join(
+            [
+                "clusters=primary, dr",
+                f"primary.bootstrap.servers={kafka_pair.primary.bootstrap}",
+                f"dr.bootstrap.servers={kafka_pair.dr.bootstrap}",
+                "primary->dr.enabled=true",
+                f"primary->dr.topics={topic}",
+                "replication.factor=-1",
+                *(f"{t}.replication.factor=1" for t in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic")),
+                *(f"{t}.storage.replication.factor=1" for t in ("offset", "status", "config")),
+                "sync.topic.acls.enabled=false",
+                "emit.heartbeats.enabled=false",
+            ]
+        )
+        + "\n"
+    )
+    mirrormaker = MirrorMaker(config, tmp_path)
+    proc = mirrormaker.start(tie_to_parent=True)
+    try:
+        dev_process.wait_all_ready({proc: mirrormaker.ready}, timeout=120)
+        # The default replication policy prefixes the source cluster's alias.
+        assert consume_values(kafka_pair.client_config("dr"), f"primary.{topic}", 1, timeout=90) == [b"across"]
+    finally:
+        assert dev_process.stop(proc)
+    assert not proc.alive()
+
+
+def test_port_taken_is_reported_and_nothing_starts(tmp_path: Path) -> None:
+    ports = DevPorts.free()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", ports.dr))
+        squatter.listen()
+        stack = DevStack(tmp_path, ports=ports, tie_to_parent=True, echo=lambda _line: None)
+        with pytest.raises(PortInUse, match=rf"127\.0\.0\.1:{ports.dr} \(dr client\)"):
+            stack.up(with_connect=False)
+    assert java_processes_under(tmp_path) == []
+    assert stack.status() is None
+
+
+def test_broker_missing_its_deadline_is_stopped_with_its_log(tmp_path: Path) -> None:
+    stack = DevStack(tmp_path, ports=DevPorts.free(), tie_to_parent=True, echo=lambda _line: None)
+    # No JVM boots a broker in 0.5 s, so this exercises the deadline path for real.
+    with pytest.raises(NotReady) as late:
+        stack.up(with_connect=False, timeout=0.5)
+    assert "was not ready after" in str(late.value)
+    assert "last lines of" in str(late.value) and "logs/primary.log" in str(late.value)
+    assert java_processes_under(tmp_path) == []
+    assert stack.status() is None
+
+
+def test_status_and_down_from_another_process_and_down_is_idempotent(tmp_path: Path) -> None:
+    stack = DevStack(tmp_path, ports=DevPorts.free(), tie_to_parent=True, echo=lambda _line: None)
+    state = stack.up(with_connect=False, timeout=120)
+    assert {p.name for p in state.processes} == {"primary", "dr"}
+    assert all(p.alive() for p in state.processes)
+
+    # A fresh interpreter knows nothing but the folder: it must find and stop the processes.
+    other = (
+        "import sys; from mm2spec.dev import DevStack; s = DevStack(sys.argv[1]); "
+        "print(s.describe(s.status())); print('stopped', s.down())"
+    )
+    result = subprocess.run([sys.executable, "-c", other, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"{state.primary.bootstrap} (PLAINTEXT)" in result.stdout
+    assert "stopped ['primary', 'dr']" in result.stdout
+    assert not any(p.alive() for p in state.processes)
+    assert java_processes_under(tmp_path) == []
+
+    assert stack.down() == []
+    assert stack.down(wipe=True) == []
+    assert not (tmp_path / "primary").exists()
