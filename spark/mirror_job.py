@@ -1,0 +1,64 @@
+"""Entry point of the Spark mirroring job: ``python spark/mirror_job.py --config spark-mirror.json``.
+
+Runs in the foreground until SIGTERM/SIGINT; normally started by ``mm2spec mirror`` or by
+``mm2spec.mirror.start()`` (the Pulumi Spark deployment). The driver runs here (client deploy
+mode); ``spark.master`` in the config picks local[N] or a spark:// standalone cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mm2spark.config import JobConfigError, load_job_config  # noqa: E402
+
+
+def default_jars() -> list[str]:
+    """Spark's Kafka connector (scripts/install-spark.sh), from mm2spec's component lookup."""
+    from mm2spec.components import components
+
+    return [str(p) for p in components().spark_kafka_jars]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Mirror Kafka topics with Spark, in MM2's formats.")
+    parser.add_argument("--config", required=True, help="the rendered spark-mirror.json")
+    parser.add_argument("--status-file", help="where to keep the JSON status (default: <checkpoint>/status.json)")
+    parser.add_argument("--jars", help="comma-separated jars for spark.jars (default: the installed connector)")
+    parser.add_argument("--master", help="override spark.master from the config")
+    parser.add_argument("--max-restarts", type=int, help="give up after this many failed-query restarts")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "py4j.clientserver"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        job = load_job_config(args.config)
+    except JobConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.master:
+        from dataclasses import replace
+
+        job = replace(job, spark=replace(job.spark, master=args.master))
+    try:
+        jars = args.jars.split(",") if args.jars else default_jars()
+    except Exception as exc:  # ComponentMissing: say how to install
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if not any("mm2spec-spark-interceptor" in Path(j).name for j in jars):
+        print("error: the mm2spec producer interceptor jar is missing from spark.jars; run scripts/install-spark.sh",
+              file=sys.stderr)
+        return 1
+    status_file = args.status_file or str(Path(job.spark.checkpoint_location) / "status.json")
+    from mm2spark.pipeline import run
+
+    return run(job, jars, status_file, max_restarts=args.max_restarts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

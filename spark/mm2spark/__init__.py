@@ -1,0 +1,17 @@
+"""mm2spark: the Spark mirroring job that replaces MirrorMaker 2's data path (see spark/README.md).
+
+Modules, each calling only the ones listed before it:
+  config     the rendered job config (spark-mirror.json, MM2 key names) as typed values
+  topics     topic/group filters and replication policies, as MM2 defines them
+  records    MM2's binary layouts: OffsetSync and Checkpoint records
+  offsets    offset-sync emission (MM2's offset.lag.max rule) and translation
+  kafka      confluent-kafka clients: admin calls, topic creation, internal topics
+  eos        the exactly-once writer (transactional producer per source partition)
+  groups     checkpoints and consumer group offset sync (MirrorCheckpointConnector's work)
+  metrics    per-topic throughput/latency, StreamingQueryListener, status file
+  pipeline   the streaming queries (one per flow) and their per-batch work
+This package is shipped to executors with addPyFile; it must not be named ``spark`` or ``pyspark``.
+"""
+
+__all__ = ["__version__"]
+__version__ = "0.1.0"

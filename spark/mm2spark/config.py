@@ -1,0 +1,280 @@
+"""The Spark job config that ``mm2spec render`` writes (``spark-mirror.json``) as typed values.
+
+Key names are MirrorMaker 2's wherever MM2 has one (``source.cluster.bootstrap.servers``,
+``topics.exclude``, ``offset.lag.max``, ...), so one vocabulary serves both engines.
+Secrets arrive as ``${env:NAME}`` placeholders (Kafka's EnvVarConfigProvider syntax); the job
+resolves them from its own environment and never logs a resolved value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+class JobConfigError(ValueError):
+    """The job config is unusable; the message names the key, never a secret value."""
+
+
+def resolve_env(text: str, environ: Mapping[str, str]) -> str:
+    """Replace each ``${env:NAME}`` with the variable's value; a missing variable is an error."""
+
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise JobConfigError(f"environment variable {name} is not set (referenced as ${{env:{name}}})")
+        return environ[name]
+
+    return _ENV_REF.sub(value, text)
+
+
+@dataclass(frozen=True)
+class ClusterConnection:
+    """How to reach one cluster. ``repr`` never shows the JAAS config (it holds a password)."""
+
+    alias: str
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_jaas_config: str | None = field(default=None, repr=False)
+    extra: tuple[tuple[str, str], ...] = ()
+    """Other client properties given with the cluster prefix (ssl.*, ...), Java names."""
+
+    def java_properties(self) -> dict[str, str]:
+        """Java Kafka client properties (Spark's ``kafka.*`` options, MM2's Java tools)."""
+        props = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            props["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_jaas_config:
+            props["sasl.jaas.config"] = self.sasl_jaas_config
+        props.update(dict(self.extra))
+        return props
+
+    def librdkafka(self) -> dict[str, str]:
+        """The same connection for confluent-kafka (librdkafka takes username/password, not JAAS)."""
+        conf = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_jaas_config:
+            options = dict(_JAAS_OPTION.findall(self.sasl_jaas_config))
+            if "username" in options:
+                conf["sasl.username"] = options["username"]
+            if "password" in options:
+                conf["sasl.password"] = options["password"].replace('\\"', '"')
+        for key, value in self.extra:
+            if key.startswith("ssl.") and key in _LIBRDKAFKA_SSL:
+                conf[_LIBRDKAFKA_SSL[key]] = value
+        return conf
+
+
+# Java SSL property -> librdkafka property, for the few that map one to one.
+_LIBRDKAFKA_SSL = {
+    "ssl.truststore.location": "ssl.ca.location",  # PEM only in librdkafka; JKS needs conversion
+    "ssl.endpoint.identification.algorithm": "ssl.endpoint.identification.algorithm",
+}
+
+
+@dataclass(frozen=True)
+class MirrorFlowConfig:
+    """One replication flow (source -> target), MM2's settings for it."""
+
+    name: str
+    source: ClusterConnection
+    target: ClusterConnection
+    topics: tuple[str, ...]
+    topics_exclude: tuple[str, ...]
+    groups: tuple[str, ...]
+    groups_exclude: tuple[str, ...]
+    replication_policy_class: str = IDENTITY_POLICY
+    replication_policy_separator: str = "."
+    offset_syncs_topic_location: str = "target"
+    offset_lag_max: int = 100
+    emit_checkpoints: bool = True
+    emit_checkpoints_interval_s: float = 60.0
+    sync_group_offsets: bool = False
+    sync_group_offsets_interval_s: float = 60.0
+    refresh_topics_interval_s: float = 600.0
+    refresh_groups_interval_s: float = 600.0
+    exactly_once: bool = False
+    sync_topic_configs: bool = True
+    producer_overrides: tuple[tuple[str, str], ...] = ()
+    consumer_overrides: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def identity(self) -> bool:
+        return self.replication_policy_class.endswith("IdentityReplicationPolicy")
+
+    @property
+    def source_alias(self) -> str:
+        return self.source.alias
+
+    @property
+    def target_alias(self) -> str:
+        return self.target.alias
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where and how the streaming queries run."""
+
+    master: str = "local[2]"
+    trigger_interval: str = "1 second"
+    max_offsets_per_trigger: int | None = None
+    checkpoint_location: str = "./.mm2spec/checkpoints/mirror"
+    executor_instances: int | None = None
+    executor_cores: int | None = None
+    executor_memory: str | None = None
+    conf: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """The whole job: a name, Spark settings and one or more flows."""
+
+    name: str
+    environment: str | None
+    spark: SparkSettings
+    flows: tuple[MirrorFlowConfig, ...]
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (value or "").split(",") if p.strip())
+
+
+def _bool(value: Any, key: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise JobConfigError(f"{key}: expected true or false, got {value!r}")
+
+
+def _number(value: Any, key: str, cast=float):
+    try:
+        return cast(value)
+    except (TypeError, ValueError):
+        raise JobConfigError(f"{key}: expected a number, got {value!r}") from None
+
+
+def _cluster(flow: Mapping[str, Any], role: str, environ: Mapping[str, str]) -> ClusterConnection:
+    prefix = f"{role}.cluster."
+    alias = flow.get(f"{prefix}alias")
+    bootstrap = flow.get(f"{prefix}bootstrap.servers")
+    if not alias or not bootstrap:
+        raise JobConfigError(f"flow {flow.get('name')!r}: {prefix}alias and {prefix}bootstrap.servers are required")
+    known = {"alias", "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.jaas.config"}
+    extra = tuple(sorted((k[len(prefix):], resolve_env(str(v), environ)) for k, v in flow.items()
+                         if k.startswith(prefix) and k[len(prefix):] not in known))
+    jaas = flow.get(f"{prefix}sasl.jaas.config")
+    return ClusterConnection(
+        alias=str(alias),
+        bootstrap_servers=str(bootstrap),
+        security_protocol=str(flow.get(f"{prefix}security.protocol", "PLAINTEXT")),
+        sasl_mechanism=flow.get(f"{prefix}sasl.mechanism"),
+        sasl_jaas_config=resolve_env(str(jaas), environ) if jaas else None,
+        extra=extra,
+    )
+
+
+def parse_flow(flow: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> MirrorFlowConfig:
+    """One entry of ``flows``; unknown keys are ignored as MM2 ignores them."""
+    environ = os.environ if environ is None else environ
+    name = flow.get("name") or f"{flow.get('source.cluster.alias')}-to-{flow.get('target.cluster.alias')}"
+    eos = str(flow.get("exactly.once.source.support", "disabled")).strip().lower()
+    if eos not in ("enabled", "disabled", "preparing"):
+        raise JobConfigError(f"flow {name!r}: exactly.once.source.support must be enabled or disabled, got {eos!r}")
+    location = str(flow.get("offset-syncs.topic.location", "source"))
+    if location not in ("source", "target"):
+        raise JobConfigError(f"flow {name!r}: offset-syncs.topic.location must be source or target")
+    policy = str(flow.get("replication.policy.class", IDENTITY_POLICY))
+    if not (policy.endswith("IdentityReplicationPolicy") or policy.endswith("DefaultReplicationPolicy")):
+        raise JobConfigError(f"flow {name!r}: replication.policy.class {policy} is not supported by the Spark "
+                             f"engine; use {IDENTITY_POLICY} or {DEFAULT_POLICY}")
+    topics = _split(flow.get("topics", ".*"))
+    if not topics:
+        raise JobConfigError(f"flow {name!r}: topics is empty")
+    return MirrorFlowConfig(
+        name=str(name),
+        source=_cluster(flow, "source", environ),
+        target=_cluster(flow, "target", environ),
+        topics=topics,
+        topics_exclude=_split(flow.get("topics.exclude", r"mm2.*\.internal,.*\.replica,__.*")),
+        groups=_split(flow.get("groups", ".*")),
+        groups_exclude=_split(flow.get("groups.exclude", "console-consumer-.*,connect-.*,__.*")),
+        replication_policy_class=policy,
+        replication_policy_separator=str(flow.get("replication.policy.separator", ".")),
+        offset_syncs_topic_location=location,
+        offset_lag_max=_number(flow.get("offset.lag.max", 100), "offset.lag.max", int),
+        emit_checkpoints=_bool(flow.get("emit.checkpoints.enabled", "true"), "emit.checkpoints.enabled"),
+        emit_checkpoints_interval_s=_number(flow.get("emit.checkpoints.interval.seconds", 60), "emit.checkpoints.interval.seconds"),
+        sync_group_offsets=_bool(flow.get("sync.group.offsets.enabled", "false"), "sync.group.offsets.enabled"),
+        sync_group_offsets_interval_s=_number(flow.get("sync.group.offsets.interval.seconds", 60), "sync.group.offsets.interval.seconds"),
+        refresh_topics_interval_s=_number(flow.get("refresh.topics.interval.seconds", 600), "refresh.topics.interval.seconds"),
+        refresh_groups_interval_s=_number(flow.get("refresh.groups.interval.seconds", 600), "refresh.groups.interval.seconds"),
+        exactly_once=eos == "enabled",
+        sync_topic_configs=_bool(flow.get("sync.topic.configs.enabled", "true"), "sync.topic.configs.enabled"),
+        producer_overrides=tuple(sorted((k[len("producer.override."):], str(v)) for k, v in flow.items()
+                                        if k.startswith("producer.override."))),
+        consumer_overrides=tuple(sorted((k[len("consumer."):], str(v)) for k, v in flow.items()
+                                        if k.startswith("consumer.") and not k.startswith("consumer.override."))
+                                 + [(k[len("consumer.override."):], str(v)) for k, v in flow.items()
+                                    if k.startswith("consumer.override.")]),
+    )
+
+
+def parse_job_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> JobConfig:
+    """The whole ``spark-mirror.json`` document."""
+    if data.get("apiVersion") != "mm2spec/v1":
+        raise JobConfigError(f"apiVersion must be mm2spec/v1, got {data.get('apiVersion')!r}")
+    spark = data.get("spark") or {}
+    max_offsets = spark.get("max.offsets.per.trigger")
+    settings = SparkSettings(
+        master=str(spark.get("master", "local[2]")),
+        trigger_interval=str(spark.get("trigger.interval", "1 second")),
+        max_offsets_per_trigger=int(max_offsets) if max_offsets not in (None, "") else None,
+        checkpoint_location=str(spark.get("checkpoint.location") or f"./.mm2spec/checkpoints/{data.get('name', 'mirror')}"),
+        executor_instances=spark.get("executor.instances"),
+        executor_cores=spark.get("executor.cores"),
+        executor_memory=spark.get("executor.memory"),
+        conf=tuple(sorted((str(k), str(v)) for k, v in (spark.get("conf") or {}).items())),
+    )
+    flows = tuple(parse_flow(f, environ) for f in data.get("flows") or [])
+    if not flows:
+        raise JobConfigError("the job config has no flows")
+    names = [f.name for f in flows]
+    if len(set(names)) != len(names):
+        raise JobConfigError(f"flow names must be unique, got {names}")
+    return JobConfig(name=str(data.get("name", "mirror")), environment=data.get("environment"),
+                     spark=settings, flows=flows)
+
+
+def load_job_config(path: str | Path, environ: Mapping[str, str] | None = None) -> JobConfig:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise JobConfigError(f"{path}: cannot read the job config: {exc}") from None
+    return parse_job_config(data, environ)
+
+
+def trigger_seconds(interval: str) -> float:
+    """Spark's trigger interval text ("1 second", "500 milliseconds", "2 minutes") in seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", interval.lower())
+    if not match:
+        raise JobConfigError(f"trigger.interval: cannot read {interval!r}")
+    number, unit = float(match.group(1)), match.group(2)
+    scale = {"": 1, "s": 1, "sec": 1, "second": 1, "seconds": 1, "ms": 0.001, "millisecond": 0.001,
+             "milliseconds": 0.001, "m": 60, "min": 60, "minute": 60, "minutes": 60}
+    if unit not in scale:
+        raise JobConfigError(f"trigger.interval: unknown unit {unit!r}")
+    return number * scale[unit]

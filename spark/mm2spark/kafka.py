@@ -1,0 +1,223 @@
+"""The job's own Kafka client work (confluent-kafka), on the driver: topic metadata and creation,
+end offsets, consumer groups, internal topics. Futures are resolved here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterable
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic,
+                                   OffsetSpec)
+
+from mm2spark.config import ClusterConnection
+from mm2spark.records import OffsetSync
+
+log = logging.getLogger("mm2spark.kafka")
+
+#: MM2's DefaultConfigPropertyFilter: topic configs never copied to the target.
+CONFIGS_NOT_SYNCED = frozenset({
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+    "message.timestamp.difference.max.ms", "message.timestamp.type", "unclean.leader.election.enable",
+    "min.insync.replicas",
+})
+
+TIMEOUT = 30.0
+
+
+def admin(conn: ClusterConnection) -> AdminClient:
+    return AdminClient({**conn.librdkafka(), "client.id": f"mm2spark-admin-{conn.alias}"})
+
+
+def _result(future, what: str, timeout: float = TIMEOUT):
+    try:
+        return future.result(timeout=timeout)
+    except KafkaException as exc:
+        raise RuntimeError(f"{what}: {exc.args[0] if exc.args else exc}") from None
+
+
+def partition_counts(client: AdminClient, topics: Iterable[str] | None = None) -> dict[str, int]:
+    """Partition count of each existing topic (all topics when ``topics`` is None)."""
+    metadata = client.list_topics(timeout=TIMEOUT)
+    wanted = None if topics is None else set(topics)
+    return {name: len(t.partitions) for name, t in metadata.topics.items()
+            if t.error is None and (wanted is None or name in wanted)}
+
+
+def dynamic_topic_configs(client: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Configs set on each topic itself (not broker defaults), minus those MM2 never copies."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    if not resources:
+        return {}
+    configs: dict[str, dict[str, str]] = {}
+    for resource, future in client.describe_configs(resources).items():
+        entries = _result(future, f"describe configs of topic {resource.name}")
+        configs[resource.name] = {
+            name: entry.value for name, entry in entries.items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and name not in CONFIGS_NOT_SYNCED
+            and entry.value is not None and not entry.is_sensitive
+        }
+    return configs
+
+
+def ensure_topics(client: AdminClient, wanted: dict[str, int], configs: dict[str, dict[str, str]] | None = None,
+                  existing: dict[str, int] | None = None) -> dict[str, int]:
+    """Create missing topics and add missing partitions; replication factor -1 = broker default.
+
+    ``wanted`` maps topic -> minimum partition count. Returns the partition counts afterwards.
+    """
+    existing = dict(existing if existing is not None else partition_counts(client, wanted))
+    new = [NewTopic(t, num_partitions=n, replication_factor=-1, config=(configs or {}).get(t, {}))
+           for t, n in wanted.items() if t not in existing]
+    if new:
+        for topic, future in client.create_topics(new, operation_timeout=TIMEOUT).items():
+            try:
+                future.result(timeout=TIMEOUT)
+                log.info("created topic %s (%d partitions, replication factor: broker default)", topic, wanted[topic])
+            except KafkaException as exc:
+                if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
+                    continue
+                raise RuntimeError(f"create topic {topic}: {exc.args[0] if exc.args else exc}") from None
+            existing[topic] = wanted[topic]
+    grow = [NewPartitions(t, n) for t, n in wanted.items() if t in existing and existing[t] < n]
+    if grow:
+        for topic, future in client.create_partitions(grow, operation_timeout=TIMEOUT).items():
+            _result(future, f"add partitions to {topic}")
+            log.info("topic %s now has %d partitions (as upstream)", topic, wanted[topic])
+            existing[topic] = wanted[topic]
+    if new or grow:
+        _await_metadata(client, {t: wanted[t] for t in [n.topic for n in new] + [g.topic for g in grow]})
+    return existing
+
+
+def _await_metadata(client: AdminClient, wanted: dict[str, int], timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        counts = partition_counts(client, wanted)
+        if all(counts.get(t, 0) >= n for t, n in wanted.items()):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topics {sorted(wanted)} did not appear in metadata within {timeout:.0f}s")
+
+
+def ensure_internal_topic(client: AdminClient, topic: str) -> None:
+    """MM2's offset-syncs and checkpoints topics: one partition, compacted, broker-default RF."""
+    ensure_topics(client, {topic: 1}, {topic: {"cleanup.policy": "compact"}})
+
+
+def end_offsets(client: AdminClient, partitions: Iterable[tuple[str, int]], earliest: bool = False) -> dict[tuple[str, int], int]:
+    """Latest (or earliest) offsets in one ListOffsets round; read_uncommitted (the high watermark)."""
+    request = {TopicPartition(t, p): (OffsetSpec.earliest() if earliest else OffsetSpec.latest())
+               for t, p in partitions}
+    if not request:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for tp, future in client.list_offsets(request, request_timeout=TIMEOUT).items():
+        info = _result(future, f"list offsets of {tp.topic}-{tp.partition}")
+        out[(tp.topic, tp.partition)] = info.offset
+    return out
+
+
+def group_offsets(client: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT)
+    result = _result(futures[group], f"list offsets of group {group}")
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def list_groups(client: AdminClient) -> list[str]:
+    result = _result(client.list_consumer_groups(request_timeout=TIMEOUT), "list consumer groups")
+    return sorted(g.group_id for g in result.valid)
+
+
+def group_states(client: AdminClient, groups: list[str]) -> dict[str, tuple[str, int]]:
+    """(state name, member count) of each group; a group that does not exist reads as DEAD."""
+    if not groups:
+        return {}
+    out = {}
+    for group, future in client.describe_consumer_groups(groups, request_timeout=TIMEOUT).items():
+        try:
+            description = future.result(timeout=TIMEOUT)
+            out[group] = (description.state.name, len(description.members))
+        except KafkaException as exc:
+            if exc.args and exc.args[0].name() in ("GROUP_ID_NOT_FOUND",):
+                out[group] = ("DEAD", 0)
+            else:
+                raise RuntimeError(f"describe group {group}: {exc.args[0]}") from None
+    return out
+
+
+def alter_group_offsets(client: AdminClient, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
+    futures = client.alter_consumer_group_offsets([request], request_timeout=TIMEOUT)
+    _result(futures[group], f"commit translated offsets for group {group}")
+
+
+def internal_producer(conn: ClusterConnection) -> Producer:
+    """For MM2's internal records (offset syncs, checkpoints): idempotent, acks=all."""
+    return Producer({**conn.librdkafka(), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                     "client.id": f"mm2spark-internal-{conn.alias}"})
+
+
+def produce_all(producer: Producer, topic: str, records: Iterable[tuple[bytes, bytes]]) -> int:
+    """Write and wait for every record; raises if any failed."""
+    errors: list = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    count = 0
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        count += 1
+    remaining = producer.flush(TIMEOUT)
+    if remaining or errors:
+        raise RuntimeError(f"writing to {topic}: {errors[0] if errors else f'{remaining} records not acknowledged'}")
+    return count
+
+
+def read_compacted(conn: ClusterConnection, topic: str, timeout: float = 60.0) -> list[tuple[bytes, bytes]]:
+    """Every record of a one-partition internal topic, from the beginning to the current end."""
+    consumer = Consumer({**conn.librdkafka(), "group.id": "mm2spark-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "client.id": f"mm2spark-reader-{conn.alias}"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT)
+        if high <= low:
+            return []
+        consumer.assign([TopicPartition(topic, 0, low)])
+        records: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + timeout
+        position = low
+        while position < high and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=10000, timeout=1.0):
+                if msg.error():
+                    continue
+                position = msg.offset() + 1
+                if msg.key() is not None and msg.value() is not None:
+                    records.append((msg.key(), msg.value()))
+            if position < high:
+                position = max(position, consumer.position([TopicPartition(topic, 0)])[0].offset)
+        return records
+    finally:
+        consumer.close()
+
+
+def load_offset_syncs(conn: ClusterConnection, topic: str) -> list[OffsetSync]:
+    syncs = []
+    for key, value in read_compacted(conn, topic):
+        try:
+            syncs.append(OffsetSync.from_record(key, value))
+        except (ValueError, IndexError, Exception):  # a foreign record must not stop the mirror
+            log.warning("skipping an unreadable record in %s", topic)
+    return syncs

@@ -1,0 +1,423 @@
+"""The streaming queries: one per flow, reading the source with Spark's Kafka source and writing
+each micro-batch with ``foreachBatch``:
+
+* at-least-once (``exactly.once.source.support=disabled``): Spark's own Kafka sink. The sink
+  cannot set record timestamps, so each record carries its source timestamp in a last header that
+  the producer interceptor ``mm2spec.spark.SourceTimestampInterceptor`` (spark/java) moves into
+  the record's timestamp before sending. A replayed batch is written again (duplicates, no loss).
+* exactly-once (``enabled``): the project's transactional writer (:mod:`mm2spark.eos`).
+
+After the data is written the driver writes MM2 offset syncs for the batch, so MM2's tools can
+translate consumer offsets, and hands the batch's figures to the progress listener.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from mm2spark import kafka
+from mm2spark.config import JobConfig, MirrorFlowConfig, trigger_seconds
+from mm2spark.eos import EosWriterSettings, write_rows
+from mm2spark.groups import GroupOffsetMirror, GroupOffsetThread
+from mm2spark.metrics import BatchReport, MirrorMetrics, MirrorProgressListener, TopicBatch
+from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run, runs_from_offsets
+from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, topic_pattern
+
+log = logging.getLogger("mm2spark.pipeline")
+
+TIMESTAMP_HEADER = "__mm2spec.source.timestamp"
+INTERCEPTOR_CLASS = "mm2spec.spark.SourceTimestampInterceptor"
+
+#: Consumer settings a flow may pass to Spark's Kafka source (Spark manages the rest itself).
+SOURCE_CONSUMER_KEYS = ("isolation.level", "fetch.min.bytes", "fetch.max.bytes", "fetch.max.wait.ms",
+                        "max.partition.fetch.bytes", "receive.buffer.bytes", "request.timeout.ms", "client.rack")
+#: Producer settings Spark's Kafka sink must not be given (it sets them itself).
+SINK_FORBIDDEN = frozenset({"key.serializer", "value.serializer", "interceptor.classes", "transactional.id"})
+
+
+def _local_path(location: str) -> Path | None:
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else location).resolve()
+    return None
+
+
+class OffsetLog:
+    """Reads the source offsets Spark recorded for a micro-batch in the query's checkpoint.
+
+    Spark writes ``<checkpoint>/offsets/<batchId>`` (a version line, a metadata line, then one JSON
+    line per source: ``{"topic": {"partition": offset}}``) before running the batch, so the batch's
+    range is [previous batch's end, this batch's end).
+    """
+
+    def __init__(self, spark: SparkSession, checkpoint: str):
+        self.spark = spark
+        self.checkpoint = checkpoint
+        self.local = _local_path(checkpoint)
+
+    def _read(self, relative: str) -> list[str] | None:
+        if self.local is not None:
+            path = self.local / relative
+            return path.read_text().splitlines() if path.is_file() else None
+        jvm = self.spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(f"{self.checkpoint.rstrip('/')}/{relative}")
+        fs = path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+            lines = []
+            line = reader.readLine()
+            while line is not None:
+                lines.append(line)
+                line = reader.readLine()
+            return lines
+        finally:
+            stream.close()
+
+    @staticmethod
+    def _offsets(lines: list[str] | None) -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        for line in lines or []:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(data, dict) or "batchWatermarkMs" in data:
+                continue  # the metadata line
+            for topic, partitions in data.items():
+                if isinstance(partitions, dict):
+                    for partition, offset in partitions.items():
+                        out[(topic, int(partition))] = int(offset)
+        return out
+
+    def end(self, batch_id: int) -> dict[tuple[str, int], int]:
+        return self._offsets(self._read(f"offsets/{batch_id}"))
+
+    def start(self, batch_id: int) -> dict[tuple[str, int], int]:
+        if batch_id == 0:
+            return self._offsets(self._read("sources/0/0"))
+        return self._offsets(self._read(f"offsets/{batch_id - 1}"))
+
+
+class FlowPipeline:
+    """One flow's streaming query and everything its micro-batches do."""
+
+    def __init__(self, spark: SparkSession, job: JobConfig, flow: MirrorFlowConfig, metrics: MirrorMetrics):
+        self.spark = spark
+        self.job = job
+        self.flow = flow
+        self.metrics = metrics
+        self.policy = ReplicationPolicy.of(flow)
+        base = job.spark.checkpoint_location
+        local = _local_path(base)
+        self.checkpoint = str(local / flow.name) if local is not None else f"{base.rstrip('/')}/{flow.name}"
+        self.query_name = f"mm2spark.{job.name}.{flow.name}"
+        self.offset_log = OffsetLog(spark, self.checkpoint)
+        self.store = OffsetSyncStore()
+        self.emitter = OffsetSyncEmitter(flow.offset_lag_max)
+        self.source_admin = kafka.admin(flow.source)
+        self.target_admin = kafka.admin(flow.target)
+        self.syncs_role, self.syncs_topic = offset_syncs_topic(flow)
+        self.syncs_cluster = flow.target if self.syncs_role == "target" else flow.source
+        self.syncs_producer = kafka.internal_producer(self.syncs_cluster)
+        self.source_partitions: dict[str, int] = {}
+        self.target_partitions: dict[str, int] = {}
+        self.query = None
+        self.group_thread: GroupOffsetThread | None = None
+        self.group_mirror = GroupOffsetMirror(flow, self.store)
+        self.eos = EosWriterSettings(
+            job=job.name, flow=flow.name, source_alias=flow.source_alias, identity=flow.identity,
+            separator=flow.replication_policy_separator, target=flow.target.librdkafka(),
+            producer_overrides=flow.producer_overrides) if flow.exactly_once else None
+        metrics.flow(flow.name).delivery = "exactly-once" if flow.exactly_once else "at-least-once"
+
+    # ------------------------------------------------------------------ setup
+
+    def prepare(self) -> None:
+        """MM2's internal topics exist; offset syncs written before a restart are loaded."""
+        syncs_admin = self.target_admin if self.syncs_role == "target" else self.source_admin
+        kafka.ensure_internal_topic(syncs_admin, self.syncs_topic)
+        syncs = kafka.load_offset_syncs(self.syncs_cluster, self.syncs_topic)
+        self.store.add_all(syncs)
+        if syncs:
+            log.info("flow=%s loaded %d offset syncs from %s", self.flow.name, len(syncs), self.syncs_topic)
+
+    def source_frame(self) -> DataFrame:
+        reader = (self.spark.readStream.format("kafka")
+                  .option("subscribePattern", topic_pattern(self.flow))
+                  .option("startingOffsets", "earliest")
+                  .option("includeHeaders", "true")
+                  # MM2 carries on past records deleted by retention before they were mirrored.
+                  .option("failOnDataLoss", "false"))
+        for key, value in self.flow.source.java_properties().items():
+            reader = reader.option(f"kafka.{key}", value)
+        if self.flow.exactly_once:
+            reader = reader.option("kafka.isolation.level", "read_committed")
+        for key, value in self.flow.consumer_overrides:
+            if key in SOURCE_CONSUMER_KEYS:
+                reader = reader.option(f"kafka.{key}", value)
+        if self.job.spark.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.job.spark.max_offsets_per_trigger))
+        return reader.load()
+
+    def start(self) -> None:
+        self.query = (self.source_frame().writeStream
+                      .queryName(self.query_name)
+                      .option("checkpointLocation", self.checkpoint)
+                      .trigger(processingTime=self.job.spark.trigger_interval)
+                      .foreachBatch(self.process_batch)
+                      .start())
+        if self.group_thread is None and self.flow.emit_checkpoints and self.flow.groups:
+            self.group_thread = GroupOffsetThread(self.group_mirror)
+            self.group_thread.start()
+
+    def stop(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        if self.group_thread is not None:
+            self.group_thread.stop()
+            self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
+        self.syncs_producer.flush(30)
+
+    # ------------------------------------------------------------------ per batch
+
+    def target_topic(self, topic: str) -> str:
+        return self.policy.target_topic(self.flow.source_alias, topic)
+
+    def ensure_targets(self, partitions: set[tuple[str, int]]) -> None:
+        """Target topics exist with at least the source's partitions (created like MM2 does)."""
+        topics = {t for t, _ in partitions}
+        unknown = {t for t, p in partitions if self.source_partitions.get(t, 0) <= p}
+        if unknown:
+            self.source_partitions.update(kafka.partition_counts(self.source_admin, unknown))
+        wanted = {self.target_topic(t): self.source_partitions[t] for t in topics if t in self.source_partitions}
+        missing = {t: n for t, n in wanted.items() if self.target_partitions.get(t, 0) < n}
+        if not missing:
+            return
+        existing = kafka.partition_counts(self.target_admin, missing)
+        configs = {}
+        new_sources = [t for t in topics if self.target_topic(t) in missing and self.target_topic(t) not in existing]
+        if self.flow.sync_topic_configs and new_sources:
+            configs = {self.target_topic(t): c for t, c in kafka.dynamic_topic_configs(self.source_admin, new_sources).items()}
+        self.target_partitions.update(kafka.ensure_topics(self.target_admin, missing, configs, existing))
+
+    def batch_ranges(self, batch_id: int) -> dict[tuple[str, int], tuple[int, int]]:
+        end = self.offset_log.end(batch_id)
+        start = self.offset_log.start(batch_id)
+        new = [tp for tp in end if tp not in start]
+        if new:
+            start.update(kafka.end_offsets(self.source_admin, new, earliest=True))
+        return {tp: (min(start.get(tp, e), e), e) for tp, e in end.items()}
+
+    def process_batch(self, batch_df: DataFrame, batch_id: int) -> None:
+        try:
+            self._process_batch(batch_df, batch_id)
+        except Exception as exc:
+            self.metrics.error(self.flow.name, f"batch {batch_id}: {exc}")
+            self.metrics.write_status()
+            raise
+
+    def _process_batch(self, batch_df: DataFrame, batch_id: int) -> None:
+        ranges = {tp: r for tp, r in self.batch_ranges(batch_id).items() if r[1] > r[0]}
+        if not ranges:
+            return
+        self.ensure_targets(set(ranges))
+        if self.eos is not None:
+            runs, topics, skipped = self._write_exactly_once(batch_df)
+        else:
+            runs, topics = self._write_at_least_once(batch_df, ranges)
+            skipped = 0
+        syncs = self.emitter.on_batch(runs)
+        if syncs:
+            kafka.produce_all(self.syncs_producer, self.syncs_topic, ((s.record_key(), s.record_value()) for s in syncs))
+            self.store.add_all(syncs)
+        self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
+        self.metrics.flow(self.flow.name).groups_synced = self.group_mirror.counters.groups_synced
+        self.metrics.record_batch(BatchReport(self.flow.name, batch_id, topics, time.time(), len(syncs), skipped))
+
+    def _write_at_least_once(self, batch_df: DataFrame, ranges) -> tuple[list[Run], dict]:
+        target_tps = {tp: (self.target_topic(tp[0]), tp[1]) for tp in ranges}
+        before = kafka.end_offsets(self.target_admin, target_tps.values())
+        topics = sorted({t for t, _ in ranges})
+        observation = Observation(f"mm2spark-{self.flow.name}")
+        size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+        millis = F.unix_millis("timestamp")
+        exprs = []
+        for i, topic in enumerate(topics):
+            mine = F.col("topic") == F.lit(topic)
+            exprs += [F.count(F.when(mine, 1)).alias(f"r{i}"), F.sum(F.when(mine, size)).alias(f"b{i}"),
+                      F.min(F.when(mine, millis)).alias(f"m{i}"), F.sum(F.when(mine, millis)).alias(f"s{i}")]
+        ts_header = F.struct(F.lit(TIMESTAMP_HEADER).alias("key"), millis.cast("string").cast("binary").alias("value"))
+        headers = F.when(F.col("headers").isNull(), F.array(ts_header)).otherwise(
+            F.concat(F.col("headers"), F.array(ts_header)))
+        target_topic = (F.col("topic") if self.flow.identity
+                        else F.concat(F.lit(f"{self.flow.source_alias}{self.flow.replication_policy_separator}"), F.col("topic")))
+        out = batch_df.observe(observation, *exprs).select(
+            target_topic.alias("topic"), F.col("partition"), F.col("key"), F.col("value"), headers.alias("headers"))
+        writer = out.write.format("kafka").option("includeHeaders", "true")
+        for key, value in self.sink_options().items():
+            writer = writer.option(key, value)
+        writer.save()
+        figures = observation.get
+        after = kafka.end_offsets(self.target_admin, target_tps.values())
+        runs: list[Run] = []
+        for tp, (start, end) in ranges.items():
+            ttp = target_tps[tp]
+            runs += runs_from_offsets(tp[0], tp[1], start, end, before[ttp], after[ttp])
+        batch = {}
+        for i, topic in enumerate(topics):
+            tb = TopicBatch()
+            tb.add(int(figures.get(f"r{i}") or 0), int(figures.get(f"b{i}") or 0), figures.get(f"m{i}"),
+                   int(figures.get(f"s{i}") or 0))
+            batch[topic] = tb
+        return runs, batch
+
+    def sink_options(self) -> dict[str, str]:
+        options = {f"kafka.{k}": v for k, v in self.flow.target.java_properties().items()}
+        options.update({"kafka.acks": "all", "kafka.enable.idempotence": "true", "kafka.linger.ms": "5",
+                        "kafka.client.id": f"mm2spark-{self.flow.name}"})
+        options.update({f"kafka.{k}": v for k, v in self.flow.producer_overrides if k not in SINK_FORBIDDEN})
+        options["kafka.interceptor.classes"] = INTERCEPTOR_CLASS
+        return options
+
+    def _write_exactly_once(self, batch_df: DataFrame) -> tuple[list[Run], dict, int]:
+        rows = batch_df.select("topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"),
+                               "key", "value", "headers")
+        results = rows.rdd.mapPartitions(functools.partial(write_rows, self.eos)).collect()
+        runs: list[Run] = []
+        topics: dict[str, TopicBatch] = {}
+        skipped = 0
+        for r in results:
+            runs += [Run(r.topic, r.partition, u, d, n) for u, d, n in r.runs]
+            topics.setdefault(r.topic, TopicBatch()).add(r.records, r.bytes, r.timestamp_min, r.timestamp_sum)
+            skipped += r.skipped
+        return runs, topics, skipped
+
+
+# ---------------------------------------------------------------------- the job
+
+
+def package_zip(directory: Path) -> str:
+    """This package as a zip for SparkContext.addPyFile, so executors can import it."""
+    package = Path(__file__).resolve().parent
+    target = directory / "mm2spark.zip"
+    with zipfile.ZipFile(target, "w") as archive:
+        for path in sorted(package.glob("*.py")):
+            archive.write(path, f"mm2spark/{path.name}")
+    return str(target)
+
+
+def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
+    conf = {
+        "spark.app.name": f"mm2spec-mirror-{job.name}",
+        "spark.jars": ",".join(jars),
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.pyspark.python": sys.executable,
+        "spark.python.worker.reuse": "true",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        # Spark redacts matching option values in plans, logs and the UI (JAAS configs hold passwords).
+        "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
+        "spark.redaction.regex": "(?i)secret|password|token|jaas",
+    }
+    master = job.spark.master
+    conf["spark.master"] = master
+    if job.spark.executor_memory:
+        conf["spark.executor.memory"] = str(job.spark.executor_memory)
+    if job.spark.executor_cores:
+        conf["spark.executor.cores"] = str(job.spark.executor_cores)
+    if job.spark.executor_instances:
+        if master.startswith("spark://") and job.spark.executor_cores:
+            conf["spark.cores.max"] = str(int(job.spark.executor_instances) * int(job.spark.executor_cores))
+        elif not master.startswith("local"):
+            conf["spark.executor.instances"] = str(job.spark.executor_instances)
+    conf.update(dict(job.spark.conf))
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("MM2SPEC_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threading.Event | None = None,
+        max_restarts: int | None = None) -> int:
+    """Run every flow until ``stop`` is set (or SIGTERM/SIGINT); restart a failed query with backoff."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    metrics = MirrorMetrics(job.name, status_file)
+    metrics.write_status()
+    spark = build_session(job, jars)
+    workdir = Path(tempfile.mkdtemp(prefix="mm2spark-"))
+    spark.sparkContext.addPyFile(package_zip(workdir))
+    pipelines = [FlowPipeline(spark, job, flow, metrics) for flow in job.flows]
+    spark.streams.addListener(MirrorProgressListener(metrics, {p.query_name: p.flow.name for p in pipelines}))
+    for p in pipelines:
+        p.prepare()
+        p.start()
+        log.info("flow=%s mirroring %s -> %s (%s, %s) topics=%s checkpoint=%s", p.flow.name, p.flow.source_alias,
+                 p.flow.target_alias, metrics.flow(p.flow.name).delivery,
+                 "identity" if p.flow.identity else "default policy", ",".join(p.flow.topics), p.checkpoint)
+    metrics.state = "running"
+    metrics.write_status()
+    backoff = {p.flow.name: 1.0 for p in pipelines}
+    exit_code = 0
+    try:
+        while not stop.wait(min(1.0, trigger_seconds(job.spark.trigger_interval))):
+            for p in pipelines:
+                p.metrics.flow(p.flow.name).checkpoints_written = p.group_mirror.counters.checkpoints_written
+                if p.query is not None and not p.query.isActive:
+                    error = p.query.exception()
+                    message = str(error.desc if hasattr(error, "desc") else error) if error else "query stopped"
+                    figures = metrics.flow(p.flow.name)
+                    metrics.error(p.flow.name, message.splitlines()[0] if message else "query stopped")
+                    figures.state = "restarting"
+                    if max_restarts is not None and figures.restarts >= max_restarts:
+                        log.error("flow=%s failed and will not be restarted: %s", p.flow.name, message.splitlines()[0])
+                        figures.state = "failed"
+                        exit_code = 1
+                        stop.set()
+                        break
+                    figures.restarts += 1
+                    log.error("flow=%s query failed (%s); restarting in %.0fs from its checkpoint",
+                              p.flow.name, message.splitlines()[0] if message else "?", backoff[p.flow.name])
+                    metrics.write_status()
+                    if stop.wait(backoff[p.flow.name]):
+                        break
+                    backoff[p.flow.name] = min(60.0, backoff[p.flow.name] * 2)
+                    p.start()
+            metrics.write_status()
+    finally:
+        log.info("stopping")
+        for p in pipelines:
+            try:
+                p.stop()
+            except Exception as exc:
+                log.warning("flow=%s stop: %s", p.flow.name, exc)
+            if metrics.flow(p.flow.name).state != "failed":
+                metrics.flow(p.flow.name).state = "stopped"
+        metrics.state = "stopped" if exit_code == 0 else "failed"
+        metrics.write_status()
+        spark.stop()
+    return exit_code
