@@ -55,6 +55,27 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from mm2spec.kafka import KafkaAdmin
+    from mm2spec.plan import build_plan
+    from mm2spec.planformat import to_json, to_markdown, to_text
+
+    root = _load_valid(args.spec, args.env)
+    state = compile_spec(resolve(root, args.env), args.env, args.spec)
+    plan = build_plan(state, lambda alias: KafkaAdmin(state.cluster(alias), timeout=args.timeout))
+    if args.format == "json":
+        sys.stdout.write(to_json(plan))
+    elif args.format == "markdown":
+        sys.stdout.write(to_markdown(plan))
+    else:
+        colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+        sys.stdout.write(to_text(plan, colour=colour))
+    if plan.refused:
+        print(f"error: {len(plan.refused)} change(s) cannot be applied (see above)", file=sys.stderr)
+        return 1
+    return 2 if args.detailed_exitcode and plan.has_changes else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mm2spec", description="Declarative Kafka disaster recovery with MirrorMaker 2.")
     parser.add_argument("--version", action="version", version=f"mm2spec {__version__}")
@@ -72,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", help="the environment to render (default: the base spec)")
     p.add_argument("--out", required=True, help="folder to write the files into")
     p.set_defaults(func=cmd_render)
+
+    p = commands.add_parser("plan", help="show what applying the spec would change on the live clusters")
+    p.add_argument("spec", help="the DR spec YAML file")
+    p.add_argument("--env", help="the environment to plan (default: the base spec)")
+    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.add_argument("--detailed-exitcode", action="store_true",
+                   help="exit 0 when there are no changes, 2 when there are, 1 on error")
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each cluster (default 15)")
+    p.set_defaults(func=cmd_plan)
 
     _register_optional(commands)
     return parser

@@ -1,8 +1,10 @@
-"""The list of command modules the CLI registers besides validate/render.
+"""The command modules the CLI registers besides validate/render/plan.
 
 Each entry is an ``add_parser(subparsers)`` function that adds one subcommand with ``func=`` set.
 """
 
 from __future__ import annotations
 
-ADDERS: list = []
+from mm2spec.dev import commands as dev
+
+ADDERS: list = [dev.add_parser]

@@ -1,0 +1,201 @@
+"""``mm2spec plan``: desired state against the live clusters, as data.
+
+The planner reads each cluster a bounded number of times (one metadata + one batched DescribeConfigs
+for topics, one DescribeAcls per principal, one Connect request for every connector), compares with
+the shared diff (``mm2spec.diff``) and returns a ``Plan``. It never prints: ``mm2spec.planformat``
+renders a plan as text, markdown or JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from mm2spec.connect import ConnectClient
+from mm2spec.desired import DesiredResources, PatternResolution, TopicSpec, desired_resources, snapshot_sources
+from mm2spec.diff import Action, FieldChange, diff_acls, diff_connector, diff_topic
+from mm2spec.kafka import KafkaAdmin
+from mm2spec.model import AclBinding, DesiredState
+from mm2spec.render import connectors, spark_job_config
+
+PLAN_FORMAT_VERSION = "mm2spec-plan/v1"
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    """One resource that changes (or is refused).
+
+    ``scope`` is where it lives: a cluster alias, ``connect`` or ``spark``. ``kind`` is ``topic``,
+    ``acl``, ``connector`` or ``spark-deployment``. ``changes`` lists field-level old → new values;
+    ``reason`` explains a replacement or a refusal.
+    """
+
+    scope: str
+    kind: str
+    name: str
+    action: Action
+    changes: tuple[FieldChange, ...] = ()
+    reason: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A cluster in the plan: where it is and what RF -1 resolves to there."""
+
+    alias: str
+    bootstrap: str
+    default_replication_factor: int | None
+    authorizer: bool | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What applying the spec would change, per cluster, with how patterns resolved."""
+
+    spec_name: str
+    environment: str | None
+    source_file: str
+    engine: str
+    clusters: tuple[ClusterInfo, ...]
+    flows: tuple[dict, ...]
+    changes: tuple[ResourceChange, ...]
+    resolutions: tuple[PatternResolution, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def count(self, action: str) -> int:
+        return sum(1 for c in self.changes if c.action == action)
+
+    @property
+    def has_changes(self) -> bool:
+        return any(c.action != "no-op" for c in self.changes)
+
+    @property
+    def refused(self) -> tuple[ResourceChange, ...]:
+        return tuple(c for c in self.changes if c.action == "refused")
+
+    def summary(self) -> dict[str, int]:
+        return {action: self.count(action) for action in ("create", "update", "replace", "delete", "refused")}
+
+
+AdminFactory = Callable[[str], KafkaAdmin]
+SparkDeployedConfig = Callable[[DesiredState], "dict | None"]
+
+
+def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectClient | None = None,
+               spark_deployed: SparkDeployedConfig | None = None) -> Plan:
+    """Compare ``state`` with the live clusters (and Connect / the Spark deployment when given)."""
+    aliases = list(dict.fromkeys([m.source for m in state.mirrors] + [m.target for m in state.mirrors]
+                                 + [state.connect.cluster]))
+    admins = {alias: admin_for(alias) for alias in aliases}
+    for admin in admins.values():
+        admin.ping()  # an unreachable cluster is an error that names it, never an empty plan
+    infos = []
+    for alias in aliases:
+        authorizer = admins[alias].authorizer_enabled() if state.manage_acls else None
+        infos.append(ClusterInfo(alias, state.cluster(alias).bootstrap,
+                                 admins[alias].default_replication_factor(), authorizer))
+    resources = desired_resources(state, snapshot_sources(state, lambda alias: admins[alias]))
+    changes: list[ResourceChange] = []
+    changes += _topic_changes(resources, admins, {i.alias: i for i in infos})
+    notes: list[str] = []
+    if state.manage_acls:
+        changes += _acl_changes(state, resources, admins, {i.alias: i for i in infos}, notes)
+    if state.engine == "connect":
+        if connect is None and state.connect.rest_url:
+            connect = ConnectClient(state.connect.rest_url)
+        if connect is not None:
+            changes += _connector_changes(state, connect)
+        else:
+            notes.append("connect.restUrl is not set: connectors are not compared")
+    elif spark_deployed is not None:
+        changes += _spark_changes(state, spark_deployed(state))
+    flows = tuple({"name": f.name, "source": f.source, "target": f.target, "policy": f.replication_policy,
+                   "exactlyOnce": f.exactly_once, "topics": [p.text for p in f.topics],
+                   "groups": [p.text for p in f.groups]} for f in state.mirrors)
+    return Plan(state.name, state.environment, state.source_file, state.engine, tuple(infos), flows,
+                tuple(changes), resources.resolutions, tuple(notes))
+
+
+def _rf_detail(spec: TopicSpec, info) -> str:
+    if spec.replication_factor != -1:
+        return f"replication factor {spec.replication_factor}"
+    default = info.default_replication_factor if info else None
+    return f"replication factor -1 (broker default: {default if default is not None else 'unknown'})"
+
+
+def _topic_changes(resources: DesiredResources, admins: Mapping[str, KafkaAdmin], infos) -> list[ResourceChange]:
+    by_cluster: dict[str, list[TopicSpec]] = {}
+    for spec in resources.topics:
+        by_cluster.setdefault(spec.cluster, []).append(spec)
+    changes = []
+    for alias, specs in by_cluster.items():
+        live = admins[alias].topics(names=[s.name for s in specs])  # one metadata + one DescribeConfigs
+        for spec in specs:
+            change = diff_topic(spec.name, spec.partitions, dict(spec.configs), live.get(spec.name),
+                                spec.replication_factor, spec.allow_replacement)
+            plural = "s" if spec.partitions != 1 else ""
+            detail = f"{spec.partitions} partition{plural}, {_rf_detail(spec, infos.get(alias))}; {spec.purpose}"
+            changes.append(ResourceChange(alias, "topic", spec.name, change.action, change.changes,
+                                          change.reason, detail))
+    return changes
+
+
+def acl_label(b: AclBinding) -> str:
+    return f"{b.permission} {b.principal} {b.operation} {b.resource_type} {b.pattern_type} {b.resource_name}"
+
+
+def _acl_changes(state: DesiredState, resources: DesiredResources, admins, infos, notes: list[str]) -> list[ResourceChange]:
+    changes = []
+    for alias, admin in admins.items():
+        desired = [b for b in resources.acls if b.cluster == alias]
+        if not infos[alias].authorizer:
+            if desired:
+                notes.append(f'cluster "{alias}" has no authorizer: its {len(desired)} ACL bindings are not compared')
+            continue
+        live = admin.acls(state.principal)
+        create, delete = diff_acls(desired, live)
+        changes += [ResourceChange(alias, "acl", acl_label(b), "create", detail=b.reason) for b in create]
+        changes += [ResourceChange(alias, "acl", acl_label(b), "delete",
+                                   detail="bound to the principal but not needed by the spec") for b in delete]
+    return changes
+
+
+def _connector_changes(state: DesiredState, connect: ConnectClient) -> list[ResourceChange]:
+    live = connect.connector_configs()
+    wanted = {c["name"]: c["config"] for c in connectors(state)}
+    changes = []
+    for name, config in wanted.items():
+        change = diff_connector(config, live.get(name))
+        changes.append(ResourceChange("connect", "connector", name, change.action, change.changes))
+    ours = {f.connector_name(kind) for f in state.mirrors for kind in ("Source", "Checkpoint", "Heartbeat")}
+    for name in sorted(set(live) - set(wanted)):
+        if name in ours:  # a connector this spec used to run (e.g. groups emptied): it goes
+            changes.append(ResourceChange("connect", "connector", name, "delete"))
+    return changes
+
+
+def _spark_changes(state: DesiredState, deployed: dict | None) -> list[ResourceChange]:
+    desired = spark_job_config(state)
+    flat_new, flat_old = _flatten(desired), _flatten(deployed or {})
+    if deployed is None:
+        return [ResourceChange("spark", "spark-deployment", state.name, "create",
+                               detail=f"Spark mirroring job on {state.spark.master}")]
+    fields = tuple(FieldChange(k, flat_old.get(k), flat_new.get(k)) for k in sorted(set(flat_new) | set(flat_old))
+                   if flat_old.get(k) != flat_new.get(k))
+    return [ResourceChange("spark", "spark-deployment", state.name, "update" if fields else "no-op", fields,
+                           detail="the job restarts from its checkpoint" if fields else "")]
+
+
+def _flatten(value, prefix: str = "") -> dict[str, object]:
+    """Nested config as dotted keys; list items of named mappings are keyed by their name."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = [(v.get("name", i) if isinstance(v, dict) else i, v) for i, v in enumerate(value)]
+    else:
+        return {prefix: value}
+    out: dict[str, object] = {}
+    for key, item in items:
+        out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    return out

@@ -1,0 +1,157 @@
+"""The plan as data and its three renderings, on a fake cluster (no network): golden files.
+
+The fake stands in for ``KafkaAdmin`` with the same methods; the real one is exercised by
+tests/integration/test_plan.py on live clusters.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from mm2spec.compile import compile_spec
+from mm2spec.document import parse
+from mm2spec.kafka import LiveTopic
+from mm2spec.model import AclBinding
+from mm2spec.plan import build_plan
+from mm2spec.planformat import mask, to_json, to_markdown, to_text
+from mm2spec.validate import resolve, validate
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden" / "plan"
+
+
+class FakeAdmin:
+    """Answers like KafkaAdmin from in-memory topics, groups and ACLs."""
+
+    def __init__(self, topics=None, groups=(), acls=(), authorizer=True, default_rf=3):
+        self._topics, self._groups, self._acls = dict(topics or {}), list(groups), set(acls)
+        self._authorizer, self._rf = authorizer, default_rf
+        self.calls: list[str] = []
+
+    def ping(self):
+        self.calls.append("ping")
+
+    def topics(self, names=None, with_configs=True, include_internal=False):
+        self.calls.append("topics")
+        return {n: t for n, t in self._topics.items() if names is None or n in names}
+
+    def groups(self):
+        return list(self._groups)
+
+    def acls(self, principal):
+        self.calls.append("acls")
+        return {a for a in self._acls if a.principal == principal}
+
+    def authorizer_enabled(self):
+        return self._authorizer
+
+    def default_replication_factor(self):
+        return self._rf
+
+
+class FakeConnect:
+    def __init__(self, configs):
+        self.configs = configs
+
+    def connector_configs(self):
+        return self.configs
+
+
+def t(name, partitions, configs=None):
+    return LiveTopic(name, partitions, 3, configs or {})
+
+
+def scenario():
+    """prod of the contract example with: a new topic, a config drift, a partition decrease refused
+    (orders), an ACL missing and an extra one, a connector edited behind the tool's back."""
+    spec = (ROOT / "examples/dr-spec.example.yaml").read_text().replace("engine: spark", "engine: connect")
+    root = parse(spec, "payments-dr.yaml")
+    assert not validate(root, "prod")
+    state = compile_spec(resolve(root, "prod"), "prod", "payments-dr.yaml")
+    primary = FakeAdmin({"orders": t("orders", 3), "payments": t("payments", 6, {"retention.ms": "604800000"}),
+                         "invoices-2026": t("invoices-2026", 2), "audit": t("audit", 1)},
+                        groups=["orders-service", "billing-eu"])
+    have = [b for b in state.acl_bindings if not (b.resource_name == "payments" and b.operation == "READ")]
+    dr_topics = {i.name: t(i.name, i.partitions, dict(i.configs)) for i in state.internal_topics}
+    dr_topics.update({"orders": t("orders", 6), "payments": t("payments", 6, {"retention.ms": "86400000"})})
+    extra = AclBinding("dr", "User:mm2", "TOPIC", "legacy", "LITERAL", "WRITE")
+    dr = FakeAdmin(dr_topics, acls=[b for b in have if b.cluster == "dr"] + [extra])
+    primary._acls = {b for b in have if b.cluster == "primary"}
+    from mm2spec.render import connectors
+
+    live = {c["name"]: dict(c["config"]) for c in connectors(state)}
+    live["primary-to-dr-MirrorSourceConnector"]["tasks.max"] = "4"
+    live["primary-to-dr-MirrorSourceConnector"]["source.cluster.sasl.jaas.config"] = (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="leaked-pw";')
+    admins = {"primary": primary, "dr": dr}
+    plan = build_plan(state, lambda alias: admins[alias], connect=FakeConnect(live))
+    return plan, admins
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return scenario()[0]
+
+
+def test_plan_finds_every_kind_of_change(plan):
+    by_name = {(c.scope, c.kind, c.name): c for c in plan.changes}
+    assert by_name[("dr", "topic", "invoices-2026")].action == "create"
+    assert by_name[("dr", "topic", "orders")].action == "refused"
+    payments = by_name[("dr", "topic", "payments")]
+    assert payments.action == "update" and payments.changes[0].old == "86400000"
+    acl_actions = {(c.name, c.action) for c in plan.changes if c.kind == "acl"}
+    assert ("ALLOW User:mm2 READ TOPIC LITERAL payments", "create") in acl_actions
+    assert ("ALLOW User:mm2 WRITE TOPIC LITERAL legacy", "delete") in acl_actions
+    connector = by_name[("connect", "connector", "primary-to-dr-MirrorSourceConnector")]
+    assert connector.action == "update"
+    assert {f.field for f in connector.changes} == {"tasks.max", "source.cluster.sasl.jaas.config"}
+    assert plan.summary() == {"create": 3, "update": 2, "replace": 0, "delete": 1, "refused": 1}
+
+
+def test_admin_calls_are_batched_not_per_topic():
+    _, admins = scenario()
+    # one metadata listing for the source snapshot and one for the desired topics; never per topic
+    assert admins["dr"].calls.count("topics") == 1 and admins["primary"].calls.count("topics") == 1
+    assert admins["dr"].calls.count("acls") == 1
+
+
+def test_secrets_are_masked_in_every_format(plan):
+    for text in (to_text(plan), to_markdown(plan), to_json(plan)):
+        assert "leaked-pw" not in text
+        assert "${env:PRIMARY_MM2_PASSWORD}" in text  # a reference names the secret, it may show
+
+
+def test_mask():
+    assert mask("sasl.jaas.config", 'x password="p";') == 'x password="(sensitive)";'
+    assert mask("ssl.truststore.password", "changeit") == "(sensitive)"
+    assert mask("ssl.truststore.password", "${env:TS}") == "${env:TS}"
+    assert mask("tasks.max", "4") == "4"
+
+
+def test_json_plan_matches_its_schema(plan):
+    schema = json.loads((ROOT / "schemas/plan.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(json.loads(to_json(plan)), schema)
+
+
+@pytest.mark.parametrize("fmt,render", [("txt", to_text), ("md", to_markdown), ("json", to_json)])
+def test_plan_formats_match_golden(plan, fmt, render, update_golden):
+    golden = GOLDEN / f"scenario.{fmt}"
+    text = render(plan)
+    if update_golden:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    expected = golden.read_text()
+    if fmt == "json":
+        assert json.loads(text) == json.loads(expected)
+    else:
+        assert text == expected
+
+
+def test_coloured_text_only_on_request(plan):
+    assert "\033[" not in to_text(plan)
+    assert "\033[32m" in to_text(plan, colour=True)
