@@ -166,6 +166,7 @@ def start(
             start_new_session=True,
             preexec_fn=_die_with_parent if tie_to_parent else None,
         )
+    _children[process.pid] = process
     # Just after exec, /proc/<pid>/cmdline is briefly empty; wait until it shows the token so that
     # alive() means what it says from the first call on.
     for _ in range(500):
@@ -181,17 +182,18 @@ def stop(process: JavaProcess, grace: float = 20.0) -> bool:
         _reap(process.pid)
         return False
     _signal(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        _reap(process.pid)
-        if not process.alive():
-            return True
-        time.sleep(0.1)
-    _signal(process.pid, signal.SIGKILL)
-    for _ in range(50):
-        _reap(process.pid)
-        if not process.alive():
-            break
+    if not _wait_gone(process, grace):
+        _signal(process.pid, signal.SIGKILL)
+        _wait_gone(process, 5.0)
+    _reap(process.pid)
+    return True
+
+
+def _wait_gone(process: JavaProcess, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while process.alive():
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.1)
     return True
 
@@ -270,12 +272,22 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
+# Popen objects of the processes this interpreter started, so their exit status gets collected
+# (no zombies while a long test session runs) even when another process stopped them.
+_children: dict[int, subprocess.Popen] = {}
+
+
 def _reap(pid: int) -> None:
     """Collect the exit status if ``pid`` is our child, so it does not linger as a zombie."""
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    child = _children.get(pid)
+    if child is not None and child.poll() is not None:
+        del _children[pid]
+
+
+def reap_exited() -> None:
+    """Collect every child of ours that has exited (cheap; safe to call any time)."""
+    for pid in list(_children):
+        _reap(pid)
 
 
 _PR_SET_PDEATHSIG = 1

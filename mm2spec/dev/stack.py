@@ -220,6 +220,7 @@ class DevStack:
             process.stop_all(workers)
             process.stop_all(brokers)
             self.state_file.unlink(missing_ok=True)
+        process.reap_exited()  # ours may have been stopped by another process's `down`
         if wipe:
             for name in ("primary", "dr", "logs", "connect", "log4j2.properties", "secure.env"):
                 target = self.root / name

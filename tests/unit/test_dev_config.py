@@ -1,0 +1,177 @@
+"""Config files and arguments of the dev environment: pure functions, no processes, no network."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+from pathlib import Path
+
+import pytest
+
+from mm2spec.components import ComponentMissing, Components, versions
+from mm2spec.dev import commands
+from mm2spec.dev.config import (
+    ADMIN_PASSWORD,
+    MM2_PASSWORD,
+    BrokerSpec,
+    broker_properties,
+    client_config,
+    connect_worker_properties,
+    format_args,
+    java_client_properties,
+    log4j2_properties,
+    new_cluster_id,
+    read_properties,
+    rest_port_of,
+    secure_env,
+)
+from mm2spec.dev.kafka import KafkaCluster
+from mm2spec.dev.process import JavaProcess
+from mm2spec.dev.stack import DevState
+
+PLAIN = BrokerSpec("primary", 19092, 19093)
+SECURE = BrokerSpec("dr", 29092, 29093, secure=True)
+
+
+def test_plaintext_broker_is_a_single_node_kraft_cluster_on_loopback() -> None:
+    props = read_properties(broker_properties(PLAIN, Path("/data/primary")))
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:19093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    assert props["log.dirs"] == "/data/primary"
+    for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                "transaction.state.log.min.isr", "default.replication.factor", "num.partitions"):
+        assert props[key] == "1", key
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+    assert "authorizer.class.name" not in props
+
+
+def test_secure_broker_uses_scram_and_the_standard_authorizer_with_a_plaintext_controller() -> None:
+    props = read_properties(broker_properties(SECURE, Path("/data/dr")))
+    assert props["listeners"] == "SASL_PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093"
+    assert props["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["inter.broker.listener.name"] == "SASL_PLAINTEXT"
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert "User:admin" in props["super.users"].split(";")
+    assert "User:mm2" not in props["super.users"]
+    jaas = props["listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"]
+    assert 'username="admin"' in jaas and f'password="{ADMIN_PASSWORD}"' in jaas
+
+
+def test_format_adds_scram_users_only_when_secure() -> None:
+    plain = format_args(PLAIN, "cid", Path("/p/server.properties"))
+    assert plain == ["format", "-t", "cid", "-c", "/p/server.properties", "--standalone"]
+    secure = format_args(SECURE, "cid", Path("/p/server.properties"))
+    scram = [secure[i + 1] for i, arg in enumerate(secure) if arg == "--add-scram"]
+    assert scram == [
+        f"SCRAM-SHA-512=[name=admin,password={ADMIN_PASSWORD}]",
+        f"SCRAM-SHA-512=[name=mm2,password={MM2_PASSWORD}]",
+    ]
+
+
+def test_cluster_ids_look_like_kafkas() -> None:
+    for _ in range(50):
+        cid = new_cluster_id()
+        assert len(cid) == 22 and not cid.startswith("-")
+        assert len(base64.urlsafe_b64decode(cid + "==")) == 16
+
+
+def test_client_settings_carry_credentials_only_for_secure_clusters() -> None:
+    assert client_config(PLAIN) == {"bootstrap.servers": "127.0.0.1:19092"}
+    mm2 = client_config(SECURE, "mm2")
+    assert mm2["security.protocol"] == "SASL_PLAINTEXT" and mm2["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert (mm2["sasl.username"], mm2["sasl.password"]) == ("mm2", MM2_PASSWORD)
+    assert 'username="mm2"' in java_client_properties(SECURE, "mm2")["sasl.jaas.config"]
+    with pytest.raises(ValueError, match="no user 'bob'"):
+        client_config(SECURE, "bob")
+
+
+def test_secret_names_match_the_example_spec() -> None:
+    assert secure_env() == {"PRIMARY_MM2_PASSWORD": MM2_PASSWORD, "DR_MM2_PASSWORD": MM2_PASSWORD}
+
+
+def test_minimal_connect_worker_config() -> None:
+    props = read_properties(connect_worker_properties(PLAIN, rest_port=18083, group_id="g"))
+    assert props["bootstrap.servers"] == "127.0.0.1:19092"
+    assert props["listeners"] == "http://127.0.0.1:18083"
+    assert props["plugin.discovery"] == "service_load"
+    assert props["key.converter"] == props["value.converter"] == "org.apache.kafka.connect.converters.ByteArrayConverter"
+    assert [props[f"{store}.storage.topic"] for store in ("config", "offset", "status")] == ["g-configs", "g-offsets", "g-status"]
+    for store in ("config", "offset", "status"):
+        assert props[f"{store}.storage.replication.factor"] == "-1"
+    assert not any(key.startswith(("producer.", "consumer.", "admin.")) for key in props)
+
+
+def test_secure_connect_worker_config_authenticates_every_client() -> None:
+    props = read_properties(connect_worker_properties(SECURE, rest_port=18083))
+    for prefix in ("", "producer.", "consumer.", "admin."):
+        assert props[prefix + "security.protocol"] == "SASL_PLAINTEXT", prefix
+        assert props[prefix + "sasl.mechanism"] == "SCRAM-SHA-512", prefix
+        assert 'username="admin"' in props[prefix + "sasl.jaas.config"], prefix
+
+
+def test_read_properties_handles_the_java_syntax_people_write() -> None:
+    text = "# comment\n! also comment\n\na=1\nb : 2\nc 3\nd=x\\\n   y\ne\\=f=4\ng=\n"
+    assert read_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "xy", "e=f": "4", "g": ""}
+
+
+@pytest.mark.parametrize(
+    ("listeners", "port"),
+    [("http://:8083", 8083), ("http://127.0.0.1:18083", 18083), ("http://0.0.0.0:9000, https://:9443", 9000)],
+)
+def test_rest_port_of_a_worker(listeners: str, port: int) -> None:
+    assert rest_port_of({"listeners": listeners}) == port
+
+
+def test_rest_port_defaults_to_connects_default_and_rejects_nonsense() -> None:
+    assert rest_port_of({}) == 8083
+    with pytest.raises(ValueError, match="cannot read a port"):
+        rest_port_of({"listeners": "http://localhost"})
+
+
+def test_java_processes_log_to_stdout_which_goes_to_a_file() -> None:
+    props = read_properties(log4j2_properties())
+    assert props["appender.out.type"] == "Console"
+    assert props["rootLogger.appenderRef.out.ref"] == "out"
+
+
+def test_state_survives_a_json_round_trip() -> None:
+    state = DevState(
+        Path("/x"), True, {"primary": PLAIN, "dr": SECURE}, [JavaProcess("dr", 42, "/x/dr/server.properties", "/x/logs/dr.log", (29092, 29093))], "http://127.0.0.1:8083"
+    )
+    assert DevState.from_json(state.to_json()) == state
+
+
+def test_missing_kafka_jars_name_the_install_script(tmp_path: Path) -> None:
+    empty_cache = Components(cache=tmp_path, pinned=versions())
+    with pytest.raises(ComponentMissing, match=r"Kafka jars are not installed.*install-kafka\.sh"):
+        KafkaCluster(PLAIN, tmp_path, found=empty_cache)
+
+
+def test_missing_java_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ComponentMissing, match="no Java runtime found"):
+        KafkaCluster(PLAIN, tmp_path)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mm2spec")
+    commands.add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_dev_command_line() -> None:
+    args = _parser().parse_args(["dev", "up", "--secure", "--connect-config", "w.properties"])
+    assert (args.secure, args.no_connect, args.connect_config) == (True, False, Path("w.properties"))
+    assert callable(args.func)
+    assert _parser().parse_args(["dev", "down", "--wipe"]).wipe
+    assert callable(_parser().parse_args(["dev", "status"]).func)
+
+
+def test_no_connect_and_a_connect_config_contradict(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["dev", "up", "--no-connect", "--connect-config", "w.properties"])
+    assert "not allowed with" in capsys.readouterr().err
