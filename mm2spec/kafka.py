@@ -64,10 +64,14 @@ def env_secrets(name: str) -> str | None:
     return os.environ.get(name)
 
 
-def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets) -> dict:
-    """librdkafka settings for a cluster, with the password looked up by its secret name."""
+def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets, admin: bool = True) -> dict:
+    """librdkafka settings for a cluster, with the password looked up by its secret name.
+
+    With ``admin`` (the default, for plan and provisioning) the cluster's ``security.admin``
+    credentials are used when the spec sets them.
+    """
     config: dict = {"bootstrap.servers": cluster.bootstrap, "logger": _QUIET}
-    security = cluster.security
+    security = cluster.security.as_admin() if admin else cluster.security
     if security.protocol != "PLAINTEXT":
         config["security.protocol"] = security.protocol
     if security.uses_sasl and security.sasl_mechanism:
@@ -178,10 +182,14 @@ class KafkaAdmin:
             raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": list groups: {_describe_failure(exc)}') from None
         return sorted(g.group_id for g in listing.valid)
 
-    def acls(self, principal: str) -> set[AclBinding]:
-        """Every ALLOW/DENY binding of ``principal`` on this cluster, in one DescribeAcls."""
-        query = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
-                                 AclOperation.ANY, AclPermissionType.ANY)
+    def acls(self, principal: str, resource_type: str | None = None, resource_name: str | None = None,
+             pattern_type: str | None = None) -> set[AclBinding]:
+        """Every ALLOW/DENY binding of ``principal`` on this cluster, in one DescribeAcls; optionally
+        only those on one resource (type, name and pattern type as in ``AclBinding``)."""
+        query = AclBindingFilter(_RESOURCE_TYPES[resource_type] if resource_type else ResourceType.ANY,
+                                 resource_name,
+                                 _PATTERNS[pattern_type] if pattern_type else ResourcePatternType.ANY,
+                                 principal, None, AclOperation.ANY, AclPermissionType.ANY)
         try:
             found = self._client.describe_acls(query, request_timeout=self.timeout).result()
         except KafkaException as exc:
@@ -222,10 +230,19 @@ class KafkaAdmin:
         if failures:
             raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {what} failed: ' + "; ".join(failures))
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]) -> None:
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
+                     exist_ok: bool = False) -> bool:
+        """Create a topic; False if it already existed (only with ``exist_ok``, else that fails)."""
         topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(configs))
-        self._resolve(self._client.create_topics([topic], operation_timeout=self.timeout, request_timeout=self.timeout),
-                      f"create topic {name}")
+        futures = self._client.create_topics([topic], operation_timeout=self.timeout, request_timeout=self.timeout)
+        if exist_ok:
+            try:
+                futures[name].result()
+            except KafkaException as exc:
+                if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    return False
+        self._resolve(futures, f"create topic {name}")
+        return True
 
     def grow_partitions(self, name: str, total: int) -> None:
         self._resolve(self._client.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout),

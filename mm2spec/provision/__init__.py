@@ -1,0 +1,20 @@
+"""Pulumi resources for a DR spec: one module per resource kind, and the program that declares them.
+
+Why the providers live here and not in ``pulumi/``: Pulumi pickles each dynamic provider (with
+dill) into the state and unpickles it in a separate provider-host process. Classes in an
+importable, installed module pickle *by reference* (``mm2spec.provision.topic.TopicProvider``),
+so the state stays small, the host imports the same code the program ran, and a fix here applies
+to resources already in the state. Classes defined in the program folder would be pickled *by
+value* (their code copied into every resource's state). ``pulumi/__main__.py`` therefore only
+calls :func:`mm2spec.provision.program.main`.
+
+Modules (each: the inputs, what forces a replacement, the diff and the provider):
+
+- ``topic``            a Kafka topic (partitions, replication factor -1, configs)
+- ``acl``              the ACL bindings of one principal on one resource pattern (its operations)
+- ``connector``        an MM2 connector registered on the Connect REST API (engine ``connect``)
+- ``worker_config``    the Connect worker's ``connect-distributed.properties`` file
+- ``spark_deployment`` the Spark mirroring deployment (its job config; engine ``spark``)
+- ``connection``       how a provider method reaches a cluster from its inputs (no client kept)
+- ``program``          which resources a spec means, given the live source clusters
+"""

@@ -1,0 +1,102 @@
+"""How a provider method reaches a Kafka cluster: from the resource's inputs, never from the provider.
+
+Every Kafka resource carries its cluster's connection as plain inputs (alias, bootstrap servers,
+security protocol, SASL mechanism, user name, the *name* of the password secret) plus ``password``,
+a Pulumi secret (encrypted in the state, masked in output, declared as a secret output too).
+
+Admin clients are cached per provider-host process, keyed by connection, so 1,000 topics do not
+open 1,000 connections; the cache lives in this module, not in a provider object, so nothing of it
+is ever pickled into the state.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Mapping
+
+from mm2spec.errors import Mm2specError
+from mm2spec.kafka import KafkaAdmin
+from mm2spec.model import Cluster, Security
+
+#: Inputs that say where a cluster is and how to log in (``password`` aside).
+CONNECTION_KEYS = ("cluster", "bootstrapServers", "securityProtocol", "saslMechanism", "username", "passwordSecret")
+PASSWORD = "password"
+#: Inputs the providers never compare: Pulumi's own key, and the password (rotating it must not show
+#: every resource as changed; methods prefer the secret's current value, see ``admin``).
+UNCOMPARED = frozenset({PASSWORD, "__provider"})
+
+_ADMINS: dict[tuple, KafkaAdmin] = {}
+_LOCK = threading.Lock()
+# Secret config handed to the provider host by Pulumi (``ResourceProvider.configure``), by name.
+_CONFIGURED: dict[str, str] = {}
+
+
+class ProvisionFailed(Mm2specError):
+    """A provider operation cannot be carried out; the message says what to do."""
+
+
+def connection_inputs(cluster: Cluster, password: Any) -> dict[str, Any]:
+    """The connection inputs of a resource on ``cluster``; ``password`` is a secret Output or None."""
+    security = cluster.security
+    return {
+        "cluster": cluster.alias,
+        "bootstrapServers": cluster.bootstrap,
+        "securityProtocol": security.protocol,
+        "saslMechanism": security.sasl_mechanism,
+        "username": security.username,
+        "passwordSecret": security.password_secret,
+        PASSWORD: password,
+    }
+
+
+def cluster_from(props: Mapping[str, Any]) -> Cluster:
+    return Cluster(
+        alias=props["cluster"],
+        bootstrap_servers=tuple(str(props["bootstrapServers"]).split(",")),
+        security=Security(
+            protocol=props.get("securityProtocol") or "PLAINTEXT",
+            sasl_mechanism=props.get("saslMechanism") or None,
+            username=props.get("username") or None,
+            password_secret=props.get("passwordSecret") or None,
+        ),
+    )
+
+
+def remember_config(config: Any) -> None:
+    """Keep the stack's config values the provider host was given (``configure``), for ``current_secret``."""
+    raw = getattr(config, "_props", None) or {}
+    for key, value in raw.items():
+        if isinstance(value, str):
+            _CONFIGURED[key.rpartition(":")[2]] = value
+
+
+def current_secret(name: str | None) -> str | None:
+    """The secret's value now: Pulumi config given to the provider host, then the environment."""
+    if not name:
+        return None
+    return _CONFIGURED.get(name) or os.environ.get(name)
+
+
+def admin(props: Mapping[str, Any], prefer_current: bool = False) -> KafkaAdmin:
+    """A ``KafkaAdmin`` for the resource's cluster (cached per connection in this process).
+
+    ``prefer_current``: for ``delete``, whose inputs come from the state and may hold a password
+    rotated since; the secret's current value (by its name) wins when it is available.
+    """
+    cluster = cluster_from(props)
+    password = props.get(PASSWORD)
+    if prefer_current:
+        password = current_secret(cluster.security.password_secret) or password
+    key = (cluster, password)
+    with _LOCK:
+        found = _ADMINS.get(key)
+        if found is None:
+            found = KafkaAdmin(cluster, secrets=lambda _name: password)
+            _ADMINS[key] = found
+    return found
+
+
+def changed_inputs(olds: Mapping[str, Any], news: Mapping[str, Any], keys) -> list[str]:
+    """Which of ``keys`` differ between the recorded outputs and the new inputs (password excluded)."""
+    return [k for k in keys if k not in UNCOMPARED and olds.get(k) != news.get(k)]

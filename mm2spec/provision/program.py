@@ -1,0 +1,189 @@
+"""The Pulumi program: which resources a DR spec means, given the live source clusters.
+
+``main`` is what ``pulumi/__main__.py`` runs. It reads the stack config (``mm2spec:spec``, the spec
+file relative to the project root; ``mm2spec:environment``; optional ``mm2spec:outDir``), loads and
+validates the spec (an invalid spec stops the run with mm2spec's ``FILE:LINE:COL`` diagnostics,
+before any resource is registered), looks each cluster's password up by the secret name the spec
+gives (Pulumi secret config first, then the environment variable of that name), reads the source
+clusters once, and declares the resources with ``declare``.
+
+``declare`` is the pure part (no network; unit-tested with ``pulumi.runtime.set_mocks``):
+
+- a ``Topic`` for every internal topic (replication factor -1, compacted) and for every source topic
+  a mirror's patterns select today (the source's partition count and, with ``syncTopicConfigs``,
+  its configs), from ``mm2spec.desired.desired_resources``, the list ``mm2spec plan`` uses too;
+- with ``acls.manage``, an ``Acl`` per principal and resource pattern on both clusters;
+- engine ``connect``: the ``WorkerConfig`` file and a ``Connector`` per MM2 connector;
+- engine ``spark``: the ``SparkDeployment`` (its job config).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+import pulumi
+
+from mm2spec.compile import load_desired_state
+from mm2spec.desired import DesiredResources, SourceSnapshot, desired_resources, snapshot_sources
+from mm2spec.errors import Mm2specError
+from mm2spec.kafka import KafkaAdmin, SecretMissing
+from mm2spec.model import DesiredState
+from mm2spec.provision.acl import Acl, acl_inputs, group_bindings
+from mm2spec.provision.connection import connection_inputs
+from mm2spec.provision.connector import Connector, connector_inputs
+from mm2spec.provision.spark_deployment import SparkDeployment, spark_deployment_inputs
+from mm2spec.provision.topic import Topic, topic_inputs
+from mm2spec.provision.worker_config import WorkerConfig, worker_config_inputs
+from mm2spec.render import connectors
+
+SecretLookup = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class ProgramSettings:
+    """Where the program runs and writes."""
+
+    root: str
+    """The project root (the folder of ``Pulumi.yaml``); relative paths are taken from it."""
+    out_dir: str
+    """Where rendered files go (worker config, Spark job config), relative to ``root`` or absolute."""
+
+
+@dataclass
+class Declared:
+    """The resources ``declare`` registered, by their Pulumi names (for tests and exports)."""
+
+    resources: DesiredResources
+    topics: dict[str, Topic] = field(default_factory=dict)
+    acls: dict[str, Acl] = field(default_factory=dict)
+    connectors: dict[str, Connector] = field(default_factory=dict)
+    worker_config: WorkerConfig | None = None
+    spark_deployment: SparkDeployment | None = None
+
+
+def used_clusters(state: DesiredState) -> list[str]:
+    """Aliases of the clusters the stack touches: every flow's source and target, and Connect's."""
+    aliases = [a for flow in state.mirrors for a in (flow.source, flow.target)] + [state.connect.cluster]
+    return list(dict.fromkeys(aliases))
+
+
+def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, str | None]:
+    """Each used cluster's password (None without SASL), by the secret name the spec gives."""
+    passwords: dict[str, str | None] = {}
+    missing = []
+    for alias in used_clusters(state):
+        security = state.cluster(alias).security
+        name = security.password_secret
+        if not (security.uses_sasl and name):
+            passwords[alias] = None
+            continue
+        passwords[alias] = lookup(name)
+        if passwords[alias] is None:
+            missing.append(f'cluster "{alias}" needs the secret {name}: set it with '
+                           f"`pulumi config set --secret {name} <password>` or export {name}")
+    if missing:
+        raise SecretMissing("; ".join(missing))
+    return passwords
+
+
+def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], passwords: Mapping[str, str | None],
+            settings: ProgramSettings) -> Declared:
+    """Register the stack's resources for ``state`` given the source clusters' snapshot."""
+    if state.engine == "connect" and not state.connect.rest_url:
+        raise Mm2specError("engine connect registers connectors on the Connect REST API: set connect.restUrl "
+                           "in the spec (for this environment)")
+    wanted = desired_resources(state, sources)
+    declared = Declared(wanted)
+    connections = {
+        alias: connection_inputs(state.cluster(alias),
+                                 pulumi.Output.secret(passwords[alias]) if passwords.get(alias) is not None else None)
+        for alias in used_clusters(state)
+    }
+    for spec in wanted.topics:
+        declared.topics[spec.key] = Topic(spec.key, topic_inputs(spec, connections[spec.cluster]))
+    for group in group_bindings(wanted.acls):
+        name = group.resource_name_key
+        declared.acls[name] = Acl(name, acl_inputs(group, connections[group.cluster]))
+
+    ready = list(declared.topics.values()) + list(declared.acls.values())
+    if state.engine == "connect":
+        declared.worker_config = WorkerConfig("connect-worker", worker_config_inputs(state, settings.out_dir, settings.root))
+        url = state.connect.rest_url
+        after = pulumi.ResourceOptions(depends_on=ready + [declared.worker_config])
+        for connector in connectors(state):
+            declared.connectors[connector["name"]] = Connector(connector["name"], connector_inputs(url, connector), after)
+    else:
+        declared.spark_deployment = SparkDeployment(
+            "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root),
+            pulumi.ResourceOptions(depends_on=ready))
+    return declared
+
+
+def export(state: DesiredState, declared: Declared) -> None:
+    """Stack outputs a reviewer can read (no secrets: names and counts)."""
+    pulumi.export("spec", state.name)
+    pulumi.export("environment", state.environment)
+    pulumi.export("engine", state.engine)
+    pulumi.export("topics", sorted(declared.topics))
+    pulumi.export("aclResources", len(declared.acls))
+    pulumi.export("connectors", sorted(declared.connectors))
+    pulumi.export("patternResolutions", [
+        {"flow": r.flow, "field": r.field, "pattern": r.pattern, "matched": list(r.matched)}
+        for r in declared.resources.resolutions])
+
+
+def project_root() -> str:
+    """The folder of ``Pulumi.yaml`` (from Pulumi's settings, else found upward from the cwd)."""
+    try:
+        root = pulumi.get_root_directory()
+    except Exception:  # older settings, or mocks: fall back to looking for Pulumi.yaml
+        root = None
+    if root:
+        return root
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return str(folder)
+    return str(here)
+
+
+def config_secret_lookup(config: pulumi.Config) -> SecretLookup:
+    """Pulumi config of the stack (``pulumi config set --secret NAME``) first, then env var NAME."""
+
+    def lookup(name: str) -> str | None:
+        value = config.get(name)
+        if value is not None:
+            if not pulumi.runtime.is_config_secret(config.full_key(name)):
+                pulumi.log.warn(f"the config value {config.full_key(name)} is not encrypted: set it again with "
+                                f"`pulumi config set --secret {name} ...`")
+            return value
+        return os.environ.get(name)
+
+    return lookup
+
+
+def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, SourceSnapshot]] | None = None) -> Declared:
+    """Run the program for the current stack. ``snapshot`` replaces reading the source clusters (tests)."""
+    try:
+        config = pulumi.Config()
+        root = project_root()
+        spec = config.require("spec")
+        path = spec if os.path.isabs(spec) else os.path.relpath(os.path.join(root, spec))
+        state = load_desired_state(path, config.get("environment"))
+        passwords = resolve_passwords(state, config_secret_lookup(config))
+
+        def admin_for(alias: str) -> KafkaAdmin:
+            cluster = state.cluster(alias)
+            return KafkaAdmin(cluster, secrets=lambda _name: passwords.get(alias))
+
+        sources = (snapshot or snapshot_sources)(state, admin_for)
+        out_dir = config.get("outDir") or f".mm2spec/out/{pulumi.get_stack()}"
+        declared = declare(state, sources, passwords, ProgramSettings(root, out_dir))
+    except Mm2specError as exc:
+        # Shown as the run's error, without a Python traceback; nothing has been registered.
+        raise pulumi.RunError(str(exc)) from None
+    export(state, declared)
+    return declared

@@ -1,0 +1,40 @@
+"""The Kafka Connect worker's ``connect-distributed.properties`` as a resource (engine ``connect``).
+
+Inputs: ``path``, ``root``, ``content`` (``mm2spec.render.worker_properties``; passwords appear only
+as ``${env:NAME}`` references). Replaced when the path changes; rewritten in place when the content
+does. See ``files`` for the shared behaviour. The stack writes the file; starting or restarting the
+worker with it is the operator's (or ``mm2spec dev``'s) job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import Resource
+
+from mm2spec.model import DesiredState
+from mm2spec.provision.files import RenderedFileProvider, file_inputs
+from mm2spec.render import properties_text, worker_properties
+
+FILE_NAME = "connect-distributed.properties"
+
+
+def worker_config_inputs(state: DesiredState, out_dir: str, root: str) -> dict[str, Any]:
+    header = (f"Rendered by mm2spec (Pulumi) from the DR spec {state.name} (environment: {state.environment or 'base'}).\n"
+              "Do not edit: change the spec and run pulumi up. Secrets are read from the environment (${env:NAME}).")
+    return file_inputs(f"{out_dir.rstrip('/')}/{FILE_NAME}", root, properties_text(worker_properties(state), header))
+
+
+class WorkerConfigProvider(RenderedFileProvider):
+    """Writes the worker config file; holds nothing."""
+
+
+PROVIDER = WorkerConfigProvider()
+
+
+class WorkerConfig(Resource, module="connect", name="WorkerConfig"):
+    """The Connect worker config file (type ``pulumi-python:dynamic/connect:WorkerConfig``)."""
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(PROVIDER, name, props, opts)

@@ -1,0 +1,10 @@
+"""The mm2spec Pulumi program: the resources of one DR spec for this stack's environment.
+
+Everything lives in the installed package (``mm2spec.provision``) so that Pulumi pickles the
+dynamic providers by reference; see README.md in this folder. This folder must stay a plain
+program folder: no ``__init__.py``, or it would shadow the ``pulumi`` SDK on ``sys.path``.
+"""
+
+from mm2spec.provision.program import main
+
+main()

@@ -1,0 +1,349 @@
+"""The Pulumi program under ``pulumi.runtime.set_mocks``, and the providers' check/diff (no network).
+
+Which resources the contract example means, with which inputs, given an in-memory snapshot of the
+source cluster; how secrets travel; what each provider's diff decides.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import dill
+import pulumi
+import pytest
+from pulumi.runtime import Mocks, set_mocks
+
+from mm2spec.compile import load_desired_state
+from mm2spec.desired import SourceSnapshot
+from mm2spec.kafka import LiveTopic, SecretMissing
+from mm2spec.provision import acl, connection, connector, program, topic, worker_config
+from mm2spec.provision.files import RenderedFileProvider
+from mm2spec.render import connectors, spark_job_config
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+PASSWORDS = {"PRIMARY_MM2_PASSWORD": "primary-pw-123", "DR_MM2_PASSWORD": "dr-pw-456"}
+TARGET_OPS = ["ALTER", "ALTER_CONFIGS", "CREATE", "DESCRIBE", "READ", "WRITE"]
+SOURCE_OPS = ["DESCRIBE", "DESCRIBE_CONFIGS", "READ"]
+
+
+class Recorder(Mocks):
+    """Records every registered resource; a resource's outputs are its inputs."""
+
+    def __init__(self):
+        self.resources: dict[str, pulumi.runtime.MockResourceArgs] = {}
+
+    def new_resource(self, args):
+        self.resources[args.name] = args
+        return [f"{args.name}-id", args.inputs]
+
+    def call(self, args):
+        return {}
+
+    def of_type(self, suffix: str) -> dict:
+        return {name: r for name, r in self.resources.items() if r.typ.endswith(suffix)}
+
+
+def snapshot() -> dict[str, SourceSnapshot]:
+    """What the primary cluster holds: three topics the example selects, two it does not."""
+    topics = {
+        "orders": LiveTopic("orders", 6, 3, {"retention.ms": "604800000", "min.insync.replicas": "2"}),
+        "payments": LiveTopic("payments", 3, 3, {}),
+        "invoices-2024": LiveTopic("invoices-2024", 2, 3, {"cleanup.policy": "compact"}),
+        "audit": LiveTopic("audit", 1, 3, {}),
+        "mm2-offset-syncs.dr.internal": LiveTopic("mm2-offset-syncs.dr.internal", 1, 3, {}),
+    }
+    return {"primary": SourceSnapshot("primary", topics, ("orders-service", "billing-eu", "other"))}
+
+
+def run(state, passwords, stack="prod", out_dir=".mm2spec/out/prod") -> tuple[Recorder, program.Declared]:
+    mocks = Recorder()
+    set_mocks(mocks, project="mm2spec", stack=stack, preview=False)
+    declared = {}
+
+    @pulumi.runtime.test
+    def body():
+        declared["d"] = program.declare(state, snapshot(), passwords,
+                                        program.ProgramSettings(str(ROOT), out_dir))
+
+    body()
+    return mocks, declared["d"]
+
+
+@pytest.fixture
+def prod():
+    return load_desired_state(EXAMPLE, "prod")
+
+
+def plain(value):
+    """A recorded input without Pulumi's secret wrapper."""
+    return value["value"] if isinstance(value, dict) and SECRET_SIG in value else value
+
+
+def test_prod_declares_internal_and_mirrored_topics_with_rf_minus_one(prod):
+    mocks, _ = run(prod, {"primary": "primary-pw-123", "dr": "dr-pw-456"})
+    topics = mocks.of_type(":Topic")
+    assert sorted(topics) == sorted([
+        "dr/__connect-mirrormaker-primary-to-dr-configs", "dr/__connect-mirrormaker-primary-to-dr-offsets",
+        "dr/__connect-mirrormaker-primary-to-dr-status", "dr/mm2-offset-syncs.primary.internal",
+        "dr/primary.checkpoints.internal", "dr/orders", "dr/payments", "dr/invoices-2024"])
+    assert all(t.typ == "pulumi-python:dynamic/kafka:Topic" for t in topics.values())
+    assert all(t.inputs["replicationFactor"] == -1 for t in topics.values())
+    for name, partitions in (("configs", 1), ("offsets", 25), ("status", 5)):
+        internal = topics[f"dr/__connect-mirrormaker-primary-to-dr-{name}"].inputs
+        assert (internal["partitions"], internal["configs"], internal["kind"]) == (partitions, {"cleanup.policy": "compact"}, "internal")
+    assert topics["dr/primary.checkpoints.internal"].inputs["configs"] == {"cleanup.policy": "compact"}
+    orders = topics["dr/orders"].inputs
+    # The source's partition count and synced configs (min.insync.replicas is never synced, as in MM2).
+    assert (orders["partitions"], orders["configs"], orders["sourceTopic"]) == (6, {"retention.ms": "604800000"}, "orders")
+    assert orders["allowReplacement"] is False and orders["kind"] == "mirror"
+    assert topics["dr/invoices-2024"].inputs["configs"] == {"cleanup.policy": "compact"}
+    assert orders["cluster"] == "dr" and orders["bootstrapServers"] == "dr-1:9092,dr-2:9092,dr-3:9092"
+    assert (orders["securityProtocol"], orders["saslMechanism"], orders["username"], orders["passwordSecret"]) == (
+        "SASL_SSL", "SCRAM-SHA-512", "mm2", "DR_MM2_PASSWORD")
+
+
+def test_prod_declares_one_acl_resource_per_principal_and_resource_pattern(prod):
+    mocks, _ = run(prod, {"primary": "primary-pw-123", "dr": "dr-pw-456"})
+    acls = {name: r.inputs for name, r in mocks.of_type(":Acl").items()}
+    assert acls["dr/User:mm2/TOPIC/LITERAL/orders"]["operations"] == TARGET_OPS
+    assert acls["primary/User:mm2/TOPIC/LITERAL/orders"]["operations"] == SOURCE_OPS
+    # "invoices-.*" is a plain prefix: PREFIXED on both clusters, not one ACL per matched topic.
+    assert acls["dr/User:mm2/TOPIC/PREFIXED/invoices-"]["operations"] == TARGET_OPS
+    assert acls["primary/User:mm2/TOPIC/PREFIXED/invoices-"]["operations"] == SOURCE_OPS
+    assert acls["dr/User:mm2/GROUP/PREFIXED/billing-"]["operations"] == ["DESCRIBE", "READ"]
+    assert acls["primary/User:mm2/CLUSTER/LITERAL/kafka-cluster"]["operations"] == ["DESCRIBE"]
+    assert acls["dr/User:mm2/CLUSTER/LITERAL/kafka-cluster"]["operations"] == ["ALTER", "DESCRIBE", "IDEMPOTENT_WRITE"]
+    # prod keeps the base's exactlyOnce: the worker's transactional IDs.
+    eos = acls["dr/User:mm2/TRANSACTIONAL_ID/PREFIXED/connect-mirrormaker-primary-to-dr-"]
+    assert eos["operations"] == ["DESCRIBE", "WRITE"]
+    first = acls["dr/User:mm2/TOPIC/LITERAL/orders"]
+    assert (first["principal"], first["permission"], first["host"], first["patternType"]) == ("User:mm2", "ALLOW", "*", "LITERAL")
+    assert first["reasons"] and all(isinstance(r, str) for r in first["reasons"])
+    # Every binding of the compiled state is covered exactly once.
+    covered = {(i["cluster"], i["resourceType"], i["resourceName"], i["patternType"], op)
+               for i in acls.values() for op in i["operations"]}
+    wanted = {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation) for b in prod.acl_bindings}
+    assert covered == wanted
+
+
+def test_passwords_are_secret_inputs_and_providers_pickle_by_reference(prod):
+    mocks, _ = run(prod, {"primary": "primary-pw-123", "dr": "dr-pw-456"})
+    kafka = {**mocks.of_type(":Topic"), **mocks.of_type(":Acl")}
+    for name, resource in kafka.items():
+        password = resource.inputs["password"]
+        assert isinstance(password, dict) and password.get(SECRET_SIG), f"{name}: password is not a secret"
+        assert password["value"] == ("dr-pw-456" if resource.inputs["cluster"] == "dr" else "primary-pw-123")
+    for resource in mocks.resources.values():
+        pickled = resource.inputs["__provider"]
+        assert isinstance(pickled, str), "the provider must not be a secret: it holds nothing secret"
+        raw = base64.b64decode(pickled)
+        assert len(raw) < 200 and b"mm2spec.provision." in raw  # a class reference, not code by value
+        assert b"pw-" not in raw
+        assert dill.loads(raw).__class__.__module__.startswith("mm2spec.provision.")
+    spark = mocks.of_type(":Deployment")["spark-mirror"].inputs["content"]
+    assert "pw-" not in json.dumps({n: {k: plain(v) for k, v in r.inputs.items() if k != "password"}
+                                    for n, r in mocks.resources.items()}) and "pw-" not in spark
+
+
+def test_spark_engine_writes_the_job_config_and_registers_no_connector(prod):
+    mocks, declared = run(prod, {"primary": "p", "dr": "d"})
+    assert not mocks.of_type(":Connector") and not mocks.of_type(":WorkerConfig")
+    deployment = mocks.of_type(":Deployment")["spark-mirror"]
+    assert deployment.typ == "pulumi-python:dynamic/spark:Deployment"
+    assert deployment.inputs["path"] == ".mm2spec/out/prod/spark-mirror.json"
+    assert deployment.inputs["root"] == str(ROOT)
+    assert json.loads(deployment.inputs["content"]) == spark_job_config(prod)
+    assert declared.spark_deployment is not None
+
+
+def test_dev_has_no_acls_and_no_passwords():
+    state = load_desired_state(EXAMPLE, "dev")
+    mocks, _ = run(state, {"primary": None, "dr": None}, stack="dev", out_dir=".mm2spec/out/dev")
+    assert not mocks.of_type(":Acl")
+    orders = mocks.of_type(":Topic")["dr/orders"].inputs
+    assert orders["bootstrapServers"] == "127.0.0.1:29092" and orders["securityProtocol"] == "PLAINTEXT"
+    assert "password" not in orders  # None inputs are not sent
+
+
+def test_connect_engine_registers_the_worker_config_and_each_connector(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(EXAMPLE.read_text().replace("engine: spark ", "engine: connect"))
+    state = load_desired_state(spec, "staging")
+    mocks, declared = run(state, {"primary": "pw-p", "dr": "pw-d"}, stack="staging", out_dir="out/staging")
+    found = mocks.of_type(":Connector")
+    assert sorted(found) == ["primary-to-dr-MirrorCheckpointConnector", "primary-to-dr-MirrorSourceConnector"]
+    for rendered in connectors(state):
+        inputs = found[rendered["name"]].inputs
+        assert inputs["connectUrl"] == "http://connect.dr.internal:8083"
+        assert inputs["config"] == rendered["config"]
+    assert found["primary-to-dr-MirrorSourceConnector"].inputs["config"]["tasks.max"] == "8"
+    worker = mocks.of_type(":WorkerConfig")["connect-worker"].inputs
+    assert worker["path"] == "out/staging/connect-distributed.properties"
+    assert "group.id=connect-mirrormaker-primary-to-dr" in worker["content"]
+    assert "${env:DR_MM2_PASSWORD}" in worker["content"] and "pw-" not in worker["content"]
+    assert not mocks.of_type(":Deployment")
+    assert declared.worker_config is not None
+
+
+def test_connect_engine_without_rest_url_is_refused_before_anything_is_registered(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(EXAMPLE.read_text().replace("engine: spark ", "engine: connect")
+                    .replace("  restUrl: http://connect.dr.internal:8083\n", ""))
+    state = load_desired_state(spec, "dev")
+    with pytest.raises(Exception, match="set connect.restUrl"):
+        run(state, {"primary": None, "dr": None}, stack="dev")
+
+
+def test_missing_password_names_the_secret(prod):
+    found = {"PRIMARY_MM2_PASSWORD": "x"}
+    with pytest.raises(SecretMissing) as raised:
+        program.resolve_passwords(prod, found.get)
+    assert "DR_MM2_PASSWORD" in str(raised.value) and "pulumi config set --secret DR_MM2_PASSWORD" in str(raised.value)
+    assert "PRIMARY" not in str(raised.value)
+
+
+def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod"):
+    mocks = Recorder()
+    set_mocks(mocks, project="mm2spec", stack=stack, preview=True)
+    pulumi.runtime.set_all_config({f"mm2spec:{k}": v for k, v in config.items()}, [f"mm2spec:{k}" for k in secret_keys])
+    result = {}
+
+    @pulumi.runtime.test
+    def body():
+        result["declared"] = program.main(snapshot=lambda state, admin_for: snapshot())
+
+    try:
+        body()
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    return mocks, result.get("declared")
+
+
+def test_main_reads_stack_config_and_secret_config_before_the_environment(monkeypatch):
+    monkeypatch.setenv("PRIMARY_MM2_PASSWORD", "from-env")
+    monkeypatch.delenv("DR_MM2_PASSWORD", raising=False)
+    mocks, _ = run_main({"spec": str(EXAMPLE), "environment": "prod", "DR_MM2_PASSWORD": "from-config",
+                         "PRIMARY_MM2_PASSWORD": "config-wins"}, secret_keys=("DR_MM2_PASSWORD", "PRIMARY_MM2_PASSWORD"))
+    topics = mocks.of_type(":Topic")
+    assert plain(topics["dr/orders"].inputs["password"]) == "from-config"
+    assert plain(mocks.of_type(":Acl")["primary/User:mm2/TOPIC/LITERAL/orders"].inputs["password"]) == "config-wins"
+    assert mocks.of_type(":Deployment")["spark-mirror"].inputs["path"] == ".mm2spec/out/prod/spark-mirror.json"
+
+    mocks, _ = run_main({"spec": str(EXAMPLE), "environment": "prod", "DR_MM2_PASSWORD": "x"},
+                        secret_keys=("DR_MM2_PASSWORD",))
+    assert plain(mocks.of_type(":Acl")["primary/User:mm2/TOPIC/LITERAL/orders"].inputs["password"]) == "from-env"
+
+
+def test_main_turns_an_invalid_spec_into_located_diagnostics(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("tasksMax: 30", "tasksMax: 0"))
+    with pytest.raises(pulumi.RunError) as raised:
+        run_main({"spec": str(bad), "environment": "prod"})
+    message = str(raised.value)
+    assert f"{bad}:" in message and "/mirrors/0/tasksMax" in message and "Traceback" not in message
+
+
+def test_main_without_a_password_fails_naming_the_secret(monkeypatch):
+    for name in PASSWORDS:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(pulumi.RunError, match="PRIMARY_MM2_PASSWORD.*DR_MM2_PASSWORD"):
+        run_main({"spec": str(EXAMPLE), "environment": "prod"})
+
+
+# ------------------------------------------------------------------------ providers: check and diff
+
+def topic_props(**changes):
+    props = {"cluster": "dr", "bootstrapServers": "127.0.0.1:9092", "securityProtocol": "PLAINTEXT",
+             "name": "orders", "partitions": 6, "replicationFactor": -1, "configs": {"retention.ms": "1000"},
+             "allowReplacement": False, "kind": "mirror", "purpose": "p", "sourceTopic": "orders",
+             "password": "old", "__provider": "x"}
+    props.update(changes)
+    return props
+
+
+def test_topic_diff_is_the_shared_diff_without_network():
+    provider = topic.TopicProvider()
+    old = {**topic_props(), "adopted": False}
+    assert provider.diff("id", old, topic_props()).changes is False
+    # Pulumi hands numbers back as floats.
+    assert provider.diff("id", {**old, "partitions": 6.0, "replicationFactor": -1.0}, topic_props()).changes is False
+    assert provider.diff("id", old, topic_props(password="rotated")).changes is False
+    grow = provider.diff("id", old, topic_props(partitions=8))
+    assert grow.changes is True and not grow.replaces
+    config = provider.diff("id", old, topic_props(configs={"retention.ms": "2000"}))
+    assert config.changes is True and not config.replaces
+    renamed = provider.diff("id", old, topic_props(name="orders2"))
+    assert renamed.replaces == ["name"] and renamed.delete_before_replace
+    shrink = provider.diff("id", old, topic_props(partitions=3, allowReplacement=True))
+    assert shrink.replaces == ["partitions"] and shrink.delete_before_replace
+
+
+def test_topic_check_refuses_a_partition_decrease_unless_replacement_is_allowed():
+    provider = topic.TopicProvider()
+    refused = provider.check(topic_props(), topic_props(partitions=3))
+    assert [f.property for f in refused.failures] == ["partitions"]
+    assert 'cluster "dr": topic orders has 6 partitions; Kafka cannot remove partitions' in refused.failures[0].reason
+    assert "allowTopicReplacement: true" in refused.failures[0].reason
+    assert not provider.check(topic_props(), topic_props(partitions=3, allowReplacement=True)).failures
+    assert not provider.check({}, topic_props(partitions=3)).failures  # a create
+    bad = provider.check({}, topic_props(name="no spaces", partitions=0))
+    assert sorted(f.property for f in bad.failures) == ["name", "partitions"]
+
+
+def acl_props(**changes):
+    props = {"cluster": "dr", "bootstrapServers": "h:1", "principal": "User:mm2", "resourceType": "TOPIC",
+             "resourceName": "orders", "patternType": "LITERAL", "permission": "ALLOW", "host": "*",
+             "operations": ["READ", "WRITE"], "reasons": ["r"], "password": "pw", "__provider": "x"}
+    props.update(changes)
+    return props
+
+
+def test_acl_diff_updates_operations_and_replaces_identity():
+    provider = acl.AclProvider()
+    old = {**acl_props(), "preexisting": []}
+    assert provider.diff("id", old, acl_props()).changes is False
+    assert provider.diff("id", old, acl_props(operations=["READ"])).changes is True
+    assert provider.diff("id", old, acl_props(patternType="PREFIXED")).replaces == ["patternType"]
+    assert not provider.check({}, acl_props()).failures
+    assert [f.property for f in provider.check({}, acl_props(operations=["FLY"])).failures] == ["operations"]
+
+
+def test_connector_diff_uses_the_connector_config_diff():
+    provider = connector.ConnectorProvider()
+    props = {"connectUrl": "http://c:8083", "name": "a-MirrorSourceConnector",
+             "config": {"connector.class": "X", "tasks.max": "2"}}
+    assert provider.diff("id", {**props, "adopted": False}, props).changes is False
+    assert provider.diff("id", props, {**props, "config": {"connector.class": "X", "tasks.max": "3"}}).changes is True
+    moved = provider.diff("id", props, {**props, "connectUrl": "http://other:8083"})
+    assert moved.replaces == ["connectUrl"] and moved.delete_before_replace
+    assert [f.property for f in provider.check({}, {**props, "connectUrl": "c:8083"}).failures] == ["connectUrl"]
+
+
+def test_rendered_file_is_written_atomically_and_only_removed_if_unchanged(tmp_path):
+    provider: RenderedFileProvider = worker_config.WorkerConfigProvider()
+    props = {"path": "out/w.properties", "root": str(tmp_path), "content": "a=1\n"}
+    created = provider.create(props)
+    path = tmp_path / "out" / "w.properties"
+    assert created.id == str(path) and path.read_text() == "a=1\n"
+    assert provider.diff(created.id, created.outs, {**props, "root": "/elsewhere"}).changes is False
+    assert provider.diff(created.id, created.outs, {**props, "path": "x"}).replaces == ["path"]
+    updated = provider.update(created.id, created.outs, {**props, "content": "a=2\n"}).outs
+    assert path.read_text() == "a=2\n"
+    path.write_text("edited by hand\n")
+    provider.delete(created.id, updated)
+    assert path.exists()
+    path.write_text("a=2\n")
+    provider.delete(created.id, updated)
+    assert not path.exists()
+
+
+def test_delete_prefers_the_current_secret_over_the_recorded_one(monkeypatch):
+    props = {"cluster": "dr", "bootstrapServers": "127.0.0.1:1", "securityProtocol": "SASL_PLAINTEXT",
+             "saslMechanism": "SCRAM-SHA-512", "username": "mm2", "passwordSecret": "DR_PW", "password": "old"}
+    monkeypatch.setenv("DR_PW", "new")
+    assert connection.admin(props, prefer_current=True) is connection.admin({**props, "password": "new"})
+    assert connection.admin(props) is not connection.admin({**props, "password": "new"})
