@@ -64,14 +64,10 @@ def env_secrets(name: str) -> str | None:
     return os.environ.get(name)
 
 
-def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets, admin: bool = True) -> dict:
-    """librdkafka settings for a cluster, with the password looked up by its secret name.
-
-    With ``admin`` (the default, for plan and provisioning) the cluster's ``security.admin``
-    credentials are used when the spec sets them.
-    """
+def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets) -> dict:
+    """librdkafka settings for a cluster, with the password looked up by its secret name."""
     config: dict = {"bootstrap.servers": cluster.bootstrap, "logger": _QUIET}
-    security = cluster.security.as_admin() if admin else cluster.security
+    security = cluster.security
     if security.protocol != "PLAINTEXT":
         config["security.protocol"] = security.protocol
     if security.uses_sasl and security.sasl_mechanism:
