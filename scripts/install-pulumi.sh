@@ -52,6 +52,7 @@ jobs="${GO_BUILD_P:-$(( $(nproc 2>/dev/null || echo 2) > 2 ? 2 : 1 ))}"
 # go.mod and go.sum are complete (go mod tidy), so the default -mod=readonly builds them as they are.
 # No VCS stamping: it needs a working `git` on the clone and adds nothing to `pulumi version`.
 export GOFLAGS="${GOFLAGS:-$(go env GOFLAGS)} -buildvcs=false"
+mkdir -p "$MM2SPEC_CACHE"
 tmp="$(mktemp -d "$MM2SPEC_CACHE/pulumi-build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
