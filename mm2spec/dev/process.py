@@ -156,6 +156,9 @@ def start(
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
+        # A visible boundary between runs, since logs are appended to across restarts.
+        out.write(f"\n===== mm2spec: {name} starting at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
+        out.flush()
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,

@@ -163,21 +163,25 @@ class DevStack:
 
         state = DevState(self.root, self.secure, specs)
         try:
-            self.echo(f"formatting {', '.join(specs)} in {self.root}")
             with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
-                list(pool.map(KafkaCluster.format, clusters))
+                formatted = [c.spec.name for c, fresh in zip(clusters, pool.map(KafkaCluster.format, clusters)) if fresh]
+            if formatted:
+                self.echo(f"formatted new storage for {', '.join(formatted)} in {_short(self.root)}")
+            self.echo(f"starting Kafka clusters {', '.join(specs)} (deadline {timeout:.0f}s)")
             # Started from this thread: a pdeathsig child dies with the thread that forked it.
             for cluster in clusters:
                 state.processes.append(cluster.start(tie_to_parent=self.tie_to_parent))
                 self._write_state(state)
             wait_all_ready({proc: _broker_check(spec) for proc, spec in zip(state.processes, specs.values())}, timeout=timeout)
             if worker:
+                self.echo(f"starting Kafka Connect with {_short(worker.config)}")
                 proc = worker.start(tie_to_parent=self.tie_to_parent)
                 state.processes.append(proc)
                 state = DevState(self.root, self.secure, specs, state.processes, worker.url)
                 self._write_state(state)
                 wait_all_ready({proc: worker.ready}, timeout=timeout)
             if mirrormaker:
+                self.echo(f"starting MirrorMaker 2 (dedicated mode) with {_short(mirrormaker.config)}")
                 proc = mirrormaker.start(tie_to_parent=self.tie_to_parent)
                 state.processes.append(proc)
                 self._write_state(state)
@@ -237,7 +241,10 @@ class DevStack:
         lines = []
         for proc in state.processes:
             spec = state.clusters.get(proc.name)
-            where = f"{spec.bootstrap} ({spec.security_protocol})" if spec else state.connect_url if proc.name == "connect" else "-"
+            if spec:
+                where = f"{spec.bootstrap} ({spec.security_protocol})"
+            else:
+                where = state.connect_url if proc.name == "connect" else _short(proc.token)
             running = "running" if proc.alive() else "STOPPED"
             lines.append(f"  {proc.name:<12} {where:<32} pid {proc.pid:<7} {running:<8} log {_short(proc.log)}")
         if state.secure:

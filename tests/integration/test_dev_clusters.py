@@ -50,7 +50,17 @@ def consume_values(conf: dict, topic: str, count: int, timeout: float = 60) -> l
 
 def create_topic(conf: dict, topic: str) -> None:
     admin = AdminClient({**conf, "logger": _QUIET})
-    admin.create_topics([NewTopic(topic, 1, -1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, 1, -1)])[topic].result(60)
+
+
+def wait_for_topic(admin: AdminClient, topic: str, timeout: float = 30) -> bool:
+    """The controller acknowledges a new topic before every broker's metadata shows it."""
+    deadline = time.monotonic() + timeout
+    while topic not in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def java_processes_under(root: Path) -> list[int]:
@@ -79,13 +89,13 @@ def test_records_round_trip_on_both_clusters(kafka_pair: DevState, unique_name) 
 def test_secure_cluster_lets_admin_create_and_denies_mm2(secure_kafka_pair: DevState, unique_name) -> None:
     admin = AdminClient({**secure_kafka_pair.client_config("dr", "admin"), "logger": _QUIET})
     allowed = unique_name("admin")
-    admin.create_topics([NewTopic(allowed, 1, -1)])[allowed].result(30)
-    assert allowed in admin.list_topics(timeout=10).topics
+    admin.create_topics([NewTopic(allowed, 1, -1)])[allowed].result(60)
+    assert wait_for_topic(admin, allowed), f"{allowed} was created but never listed"
 
     mm2 = AdminClient({**secure_kafka_pair.client_config("dr", "mm2"), "logger": _QUIET})
     denied = unique_name("mm2")
     with pytest.raises(KafkaException) as refused:
-        mm2.create_topics([NewTopic(denied, 1, -1)])[denied].result(30)
+        mm2.create_topics([NewTopic(denied, 1, -1)])[denied].result(60)
     assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
     # mm2 authenticated (it got an authorization answer), yet sees no topics without ACLs.
     assert allowed not in mm2.list_topics(timeout=10).topics
