@@ -35,7 +35,7 @@ def missing_component(exc: ComponentMissing) -> None:
 def _start_pair(root: Path, *, secure: bool) -> tuple[DevStack, DevState]:
     stack = DevStack(root, ports=DevPorts.free(), secure=secure, tie_to_parent=True, echo=lambda _line: None)
     try:
-        return stack, stack.up(with_connect=False, timeout=120)
+        return stack, stack.up(with_connect=False, timeout=300)
     except ComponentMissing as exc:
         missing_component(exc)
         raise  # not reached: fail/skip raise
@@ -86,7 +86,7 @@ class ConnectWorkers:
         cluster: BrokerSpec | None = None,
         overrides: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
-        timeout: float = 120,
+        timeout: float = 300,
     ) -> RunningWorker:
         """Start (or reuse) a worker running ``config``, with ``overrides`` replacing keys of it.
 

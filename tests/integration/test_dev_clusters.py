@@ -28,7 +28,7 @@ _QUIET.propagate = False
 def produce_one(conf: dict, topic: str, value: bytes) -> None:
     producer = Producer({**conf, "logger": _QUIET})
     producer.produce(topic, value=value)
-    assert producer.flush(30) == 0, "the record was not delivered within 30s"
+    assert producer.flush(60) == 0, "the record was not delivered within 60s"
 
 
 def consume_values(conf: dict, topic: str, count: int, timeout: float = 60) -> list[bytes]:
@@ -132,7 +132,7 @@ def test_mirrormaker_dedicated_mode_copies_a_record(kafka_pair: DevState, unique
     mirrormaker = MirrorMaker(config, tmp_path)
     proc = mirrormaker.start(tie_to_parent=True)
     try:
-        dev_process.wait_all_ready({proc: mirrormaker.ready}, timeout=120)
+        dev_process.wait_all_ready({proc: mirrormaker.ready}, timeout=300)
         # The default replication policy prefixes the source cluster's alias.
         assert consume_values(kafka_pair.client_config("dr"), f"primary.{topic}", 1, timeout=90) == [b"across"]
     finally:
@@ -165,7 +165,7 @@ def test_broker_missing_its_deadline_is_stopped_with_its_log(tmp_path: Path) -> 
 
 def test_status_and_down_from_another_process_and_down_is_idempotent(tmp_path: Path) -> None:
     stack = DevStack(tmp_path, ports=DevPorts.free(), tie_to_parent=True, echo=lambda _line: None)
-    state = stack.up(with_connect=False, timeout=120)
+    state = stack.up(with_connect=False, timeout=300)
     assert {p.name for p in state.processes} == {"primary", "dr"}
     assert all(p.alive() for p in state.processes)
 
