@@ -25,6 +25,9 @@ CONFIGS_NOT_SYNCED = frozenset({
 })
 
 TIMEOUT = 30.0
+#: Errors of a partition created a moment ago, before every broker knows its leader.
+_NOT_READY = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART",
+                        "NOT_LEADER_OR_FOLLOWER"})
 
 
 def admin(conn: ClusterConnection) -> AdminClient:
@@ -114,9 +117,22 @@ def end_offsets(client: AdminClient, partitions: Iterable[tuple[str, int]], earl
     if not request:
         return {}
     out: dict[tuple[str, int], int] = {}
-    for tp, future in client.list_offsets(request, request_timeout=TIMEOUT).items():
-        info = _result(future, f"list offsets of {tp.topic}-{tp.partition}")
-        out[(tp.topic, tp.partition)] = info.offset
+    deadline = time.monotonic() + TIMEOUT
+    while request:
+        retry = {}
+        for tp, future in client.list_offsets(request, request_timeout=TIMEOUT).items():
+            try:
+                out[(tp.topic, tp.partition)] = future.result(timeout=TIMEOUT).offset
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                # A partition created a moment ago may not have a leader everywhere yet.
+                if error is not None and (error.retriable() or error.name() in _NOT_READY) and time.monotonic() < deadline:
+                    retry[tp] = request[tp]
+                else:
+                    raise RuntimeError(f"list offsets of {tp.topic}-{tp.partition}: {error or exc}") from None
+        request = retry
+        if request:
+            time.sleep(0.2)
     return out
 
 

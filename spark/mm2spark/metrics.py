@@ -46,10 +46,30 @@ class TopicBatch:
 class BatchReport:
     flow: str
     batch_id: int
-    topics: dict
-    written_at: float
+    topics: list
+    """Source topics in this batch that the query does not observe one by one (new since it started)."""
     offset_syncs: int = 0
     skipped: int = 0
+
+
+OBSERVATION = "mirror"
+
+
+def observed_metrics(topics: list[str]):
+    """Aggregates for ``DataFrame.observe``: per topic slot records, bytes, min and sum of the
+    record timestamps (ms); slot "o" sums every topic not listed. Spark reports them per batch in
+    the StreamingQueryListener's ``observedMetrics``."""
+    from pyspark.sql import functions as F
+
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    millis = F.unix_millis("timestamp")
+    exprs = []
+    conditions = [(str(i), F.col("topic") == F.lit(t)) for i, t in enumerate(topics)]
+    conditions.append(("o", ~F.col("topic").isin(list(topics)) if topics else F.lit(True)))
+    for suffix, mine in conditions:
+        exprs += [F.count(F.when(mine, 1)).alias(f"r{suffix}"), F.sum(F.when(mine, size)).alias(f"b{suffix}"),
+                  F.min(F.when(mine, millis)).alias(f"m{suffix}"), F.sum(F.when(mine, millis)).alias(f"s{suffix}")]
+    return exprs
 
 
 @dataclass
@@ -95,7 +115,8 @@ class MirrorMetrics:
         self.started_at = time.time()
         self.state = "starting"
         self.flows: dict[str, FlowFigures] = {}
-        self._reports: dict[tuple[str, int], BatchReport] = {}
+        self._slots: dict[str, list[str]] = {}
+        self._pending_new: dict[str, list[str]] = {}
         self._window: dict[tuple[str, str], deque] = {}
         self._lock = threading.Lock()
 
@@ -103,23 +124,53 @@ class MirrorMetrics:
         with self._lock:
             return self.flows.setdefault(name, FlowFigures())
 
-    def record_batch(self, report: BatchReport) -> None:
+    def set_slots(self, flow: str, topics: list[str]) -> None:
+        """The source topics the flow's running query observes one by one (the rest: "other")."""
         with self._lock:
-            self._reports[(report.flow, report.batch_id)] = report
+            self._slots[flow] = list(topics)
+
+    def record_batch(self, report: BatchReport) -> None:
+        """What the driver learnt while writing a batch (offset syncs, replays skipped)."""
+        with self._lock:
             figures = self.flows.setdefault(report.flow, FlowFigures())
             figures.offset_syncs_written += report.offset_syncs
             figures.skipped_replayed_records += report.skipped
-            now = report.written_at
-            for topic, batch in report.topics.items():
+            if report.topics:
+                self._pending_new[report.flow] = sorted(report.topics)
+
+    def record_observed(self, flow: str, observed: dict, now: float | None = None) -> dict[str, TopicBatch]:
+        """Per-topic figures of a finished batch from the query's observed metrics (see
+        ``observed_metrics``): r<i>/b<i>/m<i>/s<i> per slot, "o" for topics outside the slots."""
+        now = time.time() if now is None else now
+        with self._lock:
+            slots = self._slots.get(flow, [])
+            batches: dict[str, TopicBatch] = {}
+            for i, topic in enumerate(slots + ["<other>"]):
+                suffix = str(i) if i < len(slots) else "o"
+                records = int(observed.get(f"r{suffix}") or 0)
+                if not records:
+                    continue
+                if topic == "<other>":
+                    new = self._pending_new.get(flow) or ["<new topics>"]
+                    topic = new[0] if len(new) == 1 else "+".join(new)
+                tb = TopicBatch()
+                tb.add(records, int(observed.get(f"b{suffix}") or 0), observed.get(f"m{suffix}"),
+                       int(observed.get(f"s{suffix}") or 0))
+                batches[topic] = tb
+            figures = self.flows.setdefault(flow, FlowFigures())
+            for topic, batch in batches.items():
                 t = figures.topics.setdefault(topic, TopicFigures())
                 t.records += batch.records
                 t.bytes += batch.bytes
-                window = self._window.setdefault((report.flow, topic), deque())
-                window.append((now, batch.records, batch.bytes))
-                if batch.records and batch.timestamp_min is not None:
+                self._window.setdefault((flow, topic), deque()).append((now, batch.records, batch.bytes))
+                if batch.timestamp_min is not None:
                     t.replication_latency_ms_max = max(0.0, now * 1000 - batch.timestamp_min)
                     t.replication_latency_ms_avg = max(0.0, now * 1000 - batch.timestamp_sum / batch.records)
-            self._refresh_rates(report.flow, now)
+            for (f, topic), window in self._window.items():
+                if f == flow and topic not in batches:
+                    window.append((now, 0, 0))
+            self._refresh_rates(flow, now)
+            return batches
 
     def _refresh_rates(self, flow: str, now: float) -> None:
         figures = self.flows[flow]
@@ -142,10 +193,6 @@ class MirrorMetrics:
         if latencies:
             figures.replication_latency_ms_max = max(t.replication_latency_ms_max for t in latencies)
             figures.replication_latency_ms_avg = sum(t.replication_latency_ms_avg for t in latencies) / len(latencies)
-
-    def take_report(self, flow: str, batch_id: int) -> BatchReport | None:
-        with self._lock:
-            return self._reports.pop((flow, batch_id), None)
 
     def error(self, flow: str, message: str) -> None:
         with self._lock:
@@ -237,7 +284,9 @@ class MirrorProgressListener(StreamingQueryListener):
                 if value is not None:
                     behind = (behind or 0) + int(float(value))
             figures.offsets_behind_latest = behind
-            self.metrics.take_report(flow, progress.batchId)
+            observed = (progress.observedMetrics or {}).get(OBSERVATION)
+            if observed is not None and progress.numInputRows:
+                self.metrics.record_observed(flow, observed.asDict())
             if progress.numInputRows or progress.batchId % 30 == 0:
                 log.info(progress_line(flow, figures, progress.batchId, progress.numInputRows))
             self.metrics.write_status()
@@ -248,7 +297,6 @@ class MirrorProgressListener(StreamingQueryListener):
         self.metrics.write_status()
 
     def onQueryTerminated(self, event) -> None:
-        flow = next((f for q, f in self.flow_names.items() if q), "?")
         if event.exception:
             log.error("a mirroring query stopped with an error: %s", event.exception.splitlines()[0])
         self.metrics.write_status()

@@ -33,9 +33,9 @@ from mm2spark import kafka
 from mm2spark.config import JobConfig, MirrorFlowConfig, trigger_seconds
 from mm2spark.eos import EosWriterSettings, write_rows
 from mm2spark.groups import GroupOffsetMirror, GroupOffsetThread
-from mm2spark.metrics import BatchReport, MirrorMetrics, MirrorProgressListener, TopicBatch
+from mm2spark.metrics import OBSERVATION, BatchReport, MirrorMetrics, MirrorProgressListener, observed_metrics
 from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run, runs_from_offsets
-from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, topic_pattern
+from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, topic_filter, topic_pattern
 
 log = logging.getLogger("mm2spark.pipeline")
 
@@ -142,6 +142,9 @@ class FlowPipeline:
         self.source_partitions: dict[str, int] = {}
         self.target_partitions: dict[str, int] = {}
         self.query = None
+        self.topics = topic_filter(flow)
+        self.observed_topics: list[str] = []
+        self.restart_requested = False
         self.group_thread: GroupOffsetThread | None = None
         self.group_mirror = GroupOffsetMirror(flow, self.store)
         self.eos = EosWriterSettings(
@@ -180,7 +183,13 @@ class FlowPipeline:
         return reader.load()
 
     def start(self) -> None:
-        self.query = (self.source_frame().writeStream
+        # Per-topic figures come from observed metrics, one slot per topic known now; a topic
+        # created later lands in the "other" slot until the query restarts (see restart_requested).
+        self.observed_topics = sorted(t for t in kafka.partition_counts(self.source_admin) if self.topics(t))
+        self.metrics.set_slots(self.flow.name, self.observed_topics)
+        self.restart_requested = False
+        frame = self.source_frame().observe(OBSERVATION, *observed_metrics(self.observed_topics))
+        self.query = (frame.writeStream
                       .queryName(self.query_name)
                       .option("checkpointLocation", self.checkpoint)
                       .trigger(processingTime=self.job.spark.trigger_interval)
@@ -241,55 +250,43 @@ class FlowPipeline:
         if not ranges:
             return
         self.ensure_targets(set(ranges))
+        unobserved = sorted({t for t, _ in ranges} - set(self.observed_topics))
+        if unobserved:
+            log.info("flow=%s new topic(s) %s are being mirrored", self.flow.name, ", ".join(unobserved))
+            self.restart_requested = True
         if self.eos is not None:
-            runs, topics, skipped = self._write_exactly_once(batch_df)
+            runs, skipped = self._write_exactly_once(batch_df)
         else:
-            runs, topics = self._write_at_least_once(batch_df, ranges)
-            skipped = 0
+            runs, skipped = self._write_at_least_once(batch_df, ranges), 0
         syncs = self.emitter.on_batch(runs)
         if syncs:
             kafka.produce_all(self.syncs_producer, self.syncs_topic, ((s.record_key(), s.record_value()) for s in syncs))
             self.store.add_all(syncs)
         self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
         self.metrics.flow(self.flow.name).groups_synced = self.group_mirror.counters.groups_synced
-        self.metrics.record_batch(BatchReport(self.flow.name, batch_id, topics, time.time(), len(syncs), skipped))
+        self.metrics.record_batch(BatchReport(self.flow.name, batch_id, unobserved, len(syncs), skipped))
 
-    def _write_at_least_once(self, batch_df: DataFrame, ranges) -> tuple[list[Run], dict]:
+    def _write_at_least_once(self, batch_df: DataFrame, ranges) -> list[Run]:
         target_tps = {tp: (self.target_topic(tp[0]), tp[1]) for tp in ranges}
         before = kafka.end_offsets(self.target_admin, target_tps.values())
-        topics = sorted({t for t, _ in ranges})
-        observation = Observation(f"mm2spark-{self.flow.name}")
-        size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
         millis = F.unix_millis("timestamp")
-        exprs = []
-        for i, topic in enumerate(topics):
-            mine = F.col("topic") == F.lit(topic)
-            exprs += [F.count(F.when(mine, 1)).alias(f"r{i}"), F.sum(F.when(mine, size)).alias(f"b{i}"),
-                      F.min(F.when(mine, millis)).alias(f"m{i}"), F.sum(F.when(mine, millis)).alias(f"s{i}")]
         ts_header = F.struct(F.lit(TIMESTAMP_HEADER).alias("key"), millis.cast("string").cast("binary").alias("value"))
         headers = F.when(F.col("headers").isNull(), F.array(ts_header)).otherwise(
             F.concat(F.col("headers"), F.array(ts_header)))
         target_topic = (F.col("topic") if self.flow.identity
                         else F.concat(F.lit(f"{self.flow.source_alias}{self.flow.replication_policy_separator}"), F.col("topic")))
-        out = batch_df.observe(observation, *exprs).select(
-            target_topic.alias("topic"), F.col("partition"), F.col("key"), F.col("value"), headers.alias("headers"))
+        out = batch_df.select(target_topic.alias("topic"), F.col("partition"), F.col("key"), F.col("value"),
+                              headers.alias("headers"))
         writer = out.write.format("kafka").option("includeHeaders", "true")
         for key, value in self.sink_options().items():
             writer = writer.option(key, value)
         writer.save()
-        figures = observation.get
         after = kafka.end_offsets(self.target_admin, target_tps.values())
         runs: list[Run] = []
         for tp, (start, end) in ranges.items():
             ttp = target_tps[tp]
             runs += runs_from_offsets(tp[0], tp[1], start, end, before[ttp], after[ttp])
-        batch = {}
-        for i, topic in enumerate(topics):
-            tb = TopicBatch()
-            tb.add(int(figures.get(f"r{i}") or 0), int(figures.get(f"b{i}") or 0), figures.get(f"m{i}"),
-                   int(figures.get(f"s{i}") or 0))
-            batch[topic] = tb
-        return runs, batch
+        return runs
 
     def sink_options(self) -> dict[str, str]:
         options = {f"kafka.{k}": v for k, v in self.flow.target.java_properties().items()}
@@ -299,18 +296,12 @@ class FlowPipeline:
         options["kafka.interceptor.classes"] = INTERCEPTOR_CLASS
         return options
 
-    def _write_exactly_once(self, batch_df: DataFrame) -> tuple[list[Run], dict, int]:
+    def _write_exactly_once(self, batch_df: DataFrame) -> tuple[list[Run], int]:
         rows = batch_df.select("topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"),
                                "key", "value", "headers")
         results = rows.rdd.mapPartitions(functools.partial(write_rows, self.eos)).collect()
-        runs: list[Run] = []
-        topics: dict[str, TopicBatch] = {}
-        skipped = 0
-        for r in results:
-            runs += [Run(r.topic, r.partition, u, d, n) for u, d, n in r.runs]
-            topics.setdefault(r.topic, TopicBatch()).add(r.records, r.bytes, r.timestamp_min, r.timestamp_sum)
-            skipped += r.skipped
-        return runs, topics, skipped
+        runs = [Run(r.topic, r.partition, u, d, n) for r in results for u, d, n in r.runs]
+        return runs, sum(r.skipped for r in results)
 
 
 # ---------------------------------------------------------------------- the job
@@ -387,6 +378,12 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
         while not stop.wait(min(1.0, trigger_seconds(job.spark.trigger_interval))):
             for p in pipelines:
                 p.metrics.flow(p.flow.name).checkpoints_written = p.group_mirror.counters.checkpoints_written
+                if (p.restart_requested and p.query is not None and p.query.isActive
+                        and not p.query.status.get("isTriggerActive")):
+                    log.info("flow=%s restarting its query to report new topics one by one", p.flow.name)
+                    p.query.stop()
+                    p.start()
+                    continue
                 if p.query is not None and not p.query.isActive:
                     error = p.query.exception()
                     message = str(error.desc if hasattr(error, "desc") else error) if error else "query stopped"
@@ -408,6 +405,9 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
                     backoff[p.flow.name] = min(60.0, backoff[p.flow.name] * 2)
                     p.start()
             metrics.write_status()
+    except BaseException:
+        log.exception("the mirror's control loop failed")
+        exit_code = 1
     finally:
         log.info("stopping")
         for p in pipelines:
