@@ -111,6 +111,8 @@ def _cluster(alias: str, spec: dict) -> Cluster:
             sasl_mechanism=security.get("saslMechanism"),
             username=security.get("username"),
             password_secret=security.get("passwordSecret"),
+            admin_username=(security.get("admin") or {}).get("username"),
+            admin_password_secret=(security.get("admin") or {}).get("passwordSecret"),
         ),
         config=_props(spec.get("config")),
     )

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclBinding as KAclBinding,
     AclBindingFilter,
@@ -64,10 +65,14 @@ def env_secrets(name: str) -> str | None:
     return os.environ.get(name)
 
 
-def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets) -> dict:
-    """librdkafka settings for a cluster, with the password looked up by its secret name."""
+def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets, admin: bool = True) -> dict:
+    """librdkafka settings for a cluster, with the password looked up by its secret name.
+
+    With ``admin`` (the default, for plan and provisioning) the cluster's ``security.admin``
+    credentials are used when the spec sets them.
+    """
     config: dict = {"bootstrap.servers": cluster.bootstrap, "logger": _QUIET}
-    security = cluster.security
+    security = cluster.security.as_admin() if admin else cluster.security
     if security.protocol != "PLAINTEXT":
         config["security.protocol"] = security.protocol
     if security.uses_sasl and security.sasl_mechanism:
@@ -124,21 +129,43 @@ class KafkaAdmin:
 
     def topics(self, names: Iterable[str] | None = None, with_configs: bool = True,
                include_internal: bool = False) -> dict[str, LiveTopic]:
-        """Live topics (all, or those of ``names`` that exist), with one batched DescribeConfigs."""
-        metadata = self._metadata()
-        wanted = set(names) if names is not None else None
+        """Live topics (all, or those of ``names`` that exist), with one batched DescribeConfigs.
+
+        Named topics are read with one DescribeTopics request: a full metadata listing can lag
+        behind a topic created a moment ago by the same client.
+        """
         found: dict[str, tuple[int, int]] = {}
-        for name, topic in metadata.topics.items():
-            if wanted is not None and name not in wanted:
-                continue
-            if not include_internal and name.startswith("__") and wanted is None:
-                continue
-            if topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                continue
-            replicas = max((len(p.replicas) for p in topic.partitions.values()), default=0)
-            found[name] = (len(topic.partitions), replicas)
+        if names is not None:
+            found = self._describe_topics(sorted(set(names)))
+        else:
+            for name, topic in self._metadata().topics.items():
+                if not include_internal and name.startswith("__"):
+                    continue
+                if topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                replicas = max((len(p.replicas) for p in topic.partitions.values()), default=0)
+                found[name] = (len(topic.partitions), replicas)
         configs = self._topic_configs(list(found)) if with_configs and found else {}
         return {name: LiveTopic(name, parts, rf, configs.get(name, {})) for name, (parts, rf) in found.items()}
+
+    def _describe_topics(self, names: list[str]) -> dict[str, tuple[int, int]]:
+        if not names:
+            return {}
+        self._metadata()  # an unreachable cluster is reported as such, not as N failed topics
+        futures = self._client.describe_topics(TopicCollection(names), request_timeout=self.timeout)
+        found = {}
+        for name, future in futures.items():
+            try:
+                description = future.result()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": describe topic {name}: '
+                                           f"{_describe_failure(exc)}") from None
+            replicas = max((len(p.replicas) for p in description.partitions), default=0)
+            found[name] = (len(description.partitions), replicas)
+        return found
 
     def _topic_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
         resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
@@ -228,7 +255,11 @@ class KafkaAdmin:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
                      exist_ok: bool = False) -> bool:
-        """Create a topic; False if it already existed (only with ``exist_ok``, else that fails)."""
+        """Create a topic; False if it already existed (only with ``exist_ok``, else that fails).
+
+        Returns once the broker serves the topic's partitions: KRaft brokers learn new topics
+        asynchronously, so a plan or a consumer right after creation could otherwise miss it.
+        """
         topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(configs))
         futures = self._client.create_topics([topic], operation_timeout=self.timeout, request_timeout=self.timeout)
         if exist_ok:
@@ -238,11 +269,23 @@ class KafkaAdmin:
                 if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     return False
         self._resolve(futures, f"create topic {name}")
+        self._wait_for_partitions(name, partitions)
         return True
+
+    def _wait_for_partitions(self, name: str, partitions: int) -> None:
+        # Ask the broker (DescribeTopics), not librdkafka's metadata cache, which may already know
+        # the topic from the CreateTopics response while the broker's own view still lags.
+        deadline = time.monotonic() + self.timeout
+        while self._describe_topics([name]).get(name, (0, 0))[0] < partitions:
+            if time.monotonic() > deadline:
+                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": topic {name} was created but its '
+                                           f"{partitions} partitions did not become available within {self.timeout:.0f}s")
+            time.sleep(0.1)
 
     def grow_partitions(self, name: str, total: int) -> None:
         self._resolve(self._client.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout),
                       f"add partitions to topic {name}")
+        self._wait_for_partitions(name, total)
 
     def alter_topic_configs(self, name: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         """Incremental alter: SET what changed, DELETE (back to default) what the spec no longer sets."""

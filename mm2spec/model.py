@@ -27,10 +27,18 @@ class Security:
     sasl_mechanism: str | None = None
     username: str | None = None
     password_secret: str | None = None
+    admin_username: str | None = None
+    admin_password_secret: str | None = None
 
     @property
     def uses_sasl(self) -> bool:
         return self.protocol.startswith("SASL")
+
+    def as_admin(self) -> "Security":
+        """The credentials mm2spec provisions with: ``security.admin`` when set, else the mirror's."""
+        if not self.admin_username:
+            return self
+        return Security(self.protocol, self.sasl_mechanism, self.admin_username, self.admin_password_secret)
 
 
 @dataclass(frozen=True)

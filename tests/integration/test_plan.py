@@ -1,0 +1,170 @@
+"""``mm2spec plan`` against real KRaft clusters and a real Connect worker: drift shows, exit codes hold."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import yaml
+
+import pytest
+
+from mm2spec.cli import main
+from mm2spec.compile import load_desired_state
+from mm2spec.connect import ConnectClient
+from mm2spec.desired import desired_resources, snapshot_sources
+from mm2spec.kafka import KafkaAdmin
+from mm2spec.model import AclBinding
+from mm2spec.render import connectors, render_files, write_files
+
+pytestmark = pytest.mark.integration
+
+
+def write_spec(path, pair, topics, groups=(), secure=False, engine="spark", rest_url=None, manage_acls=False):
+    """A spec for the fixture clusters: one identity flow primary -> dr."""
+    def cluster(broker):
+        spec = {"bootstrapServers": [broker.bootstrap]}
+        if secure:
+            spec["security"] = {"protocol": "SASL_PLAINTEXT", "saslMechanism": "SCRAM-SHA-512", "username": "mm2",
+                                "passwordSecret": "IT_MM2_PASSWORD",
+                                "admin": {"username": "admin", "passwordSecret": "IT_ADMIN_PASSWORD"}}
+        return spec
+
+    spec = {
+        "apiVersion": "mm2spec/v1", "kind": "DisasterRecovery", "metadata": {"name": "it-plan"},
+        "clusters": {"primary": cluster(pair.primary), "dr": cluster(pair.dr)},
+        "mirrors": [{"source": "primary", "target": "dr", "replicationPolicy": "identity", "topics": list(topics),
+                     "groups": list(groups), "tasksMax": 1}],
+        "engine": engine,
+        "acls": {"manage": manage_acls, "principal": "User:mm2"},
+    }
+    if rest_url:
+        spec["connect"] = {"cluster": "dr", "restUrl": rest_url}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def plan_json(spec, capsys) -> tuple[int, dict]:
+    code = main(["plan", str(spec), "--format", "json", "--detailed-exitcode"])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else {}
+
+
+def apply_desired(spec):
+    """Create what the plan wants with the admin wrapper (the Pulumi tests apply with `pulumi up`)."""
+    state = load_desired_state(spec, None)
+    admins = {c.alias: KafkaAdmin(c) for c in state.clusters}
+    resources = desired_resources(state, snapshot_sources(state, admins.__getitem__))
+    for topic in resources.topics:
+        if topic.name not in admins[topic.cluster].topics(names=[topic.name]):
+            admins[topic.cluster].create_topic(topic.name, topic.partitions, -1, dict(topic.configs))
+    for alias, admin in admins.items():
+        admin.create_acls([b for b in resources.acls if b.cluster == alias])
+    return state, admins
+
+
+def test_plan_lists_creates_then_is_empty_after_apply_and_shows_config_drift(kafka_pair, unique_name, tmp_path, capsys):
+    orders, payments = unique_name("orders"), unique_name("payments")
+    source = KafkaAdmin(load_desired_state(write_spec(tmp_path / "s.yaml", kafka_pair, [orders]), None).cluster("primary"))
+    source.create_topic(orders, 3, -1, {"retention.ms": "3600000"})
+    source.create_topic(payments, 2, -1, {})
+    spec = write_spec(tmp_path / "s.yaml", kafka_pair, [orders, payments])
+
+    code, plan = plan_json(spec, capsys)
+    assert code == 2
+    creates = {c["name"] for c in plan["changes"] if c["action"] == "create" and c["kind"] == "topic"}
+    assert {orders, payments, "mm2-offset-syncs.primary.internal"} <= creates
+    assert plan["clusters"][1]["defaultReplicationFactor"] == 1
+
+    state, admins = apply_desired(spec)
+    code, plan = plan_json(spec, capsys)
+    assert (code, [(c["name"], c["action"], c["fields"]) for c in plan["changes"]]) == (0, []), json.dumps(plan["changes"])
+
+    # a change behind the tool's back: the target topic's retention is altered
+    admins["dr"].alter_topic_configs(orders, {"retention.ms": "60000"})
+    code, plan = plan_json(spec, capsys)
+    assert code == 2
+    [change] = plan["changes"]
+    assert (change["name"], change["action"]) == (orders, "update")
+    assert change["fields"] == [{"field": "config.retention.ms", "old": "60000", "new": "3600000"}]
+
+    # partitions added on the source: the target grows; on the target only: refused, exit 1
+    source.grow_partitions(payments, 4)
+    code, plan = plan_json(spec, capsys)
+    grow = [c for c in plan["changes"] if c["name"] == payments][0]
+    assert grow["action"] == "update" and grow["fields"][0] == {"field": "partitions", "old": 2, "new": 4}
+    admins["dr"].grow_partitions(payments, 6)
+    code, plan = plan_json(spec, capsys)
+    assert code == 1
+    assert [c["action"] for c in plan["changes"] if c["name"] == payments] == ["refused"]
+
+
+def test_plan_shows_a_removed_acl_on_secured_clusters(secure_kafka_pair, unique_name, tmp_path, capsys, monkeypatch):
+    from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD
+
+    monkeypatch.setenv("IT_ADMIN_PASSWORD", ADMIN_PASSWORD)
+    monkeypatch.setenv("IT_MM2_PASSWORD", MM2_PASSWORD)
+    topic = unique_name("acl")
+    spec = write_spec(tmp_path / "s.yaml", secure_kafka_pair, [topic], groups=[unique_name("g")], secure=True,
+                      manage_acls=True)
+    state = load_desired_state(spec, None)
+    KafkaAdmin(state.cluster("primary")).create_topic(topic, 1, -1, {})
+    state, admins = apply_desired(spec)
+    code, plan = plan_json(spec, capsys)
+    assert (code, plan["changes"]) == (0, [])
+
+    removed = AclBinding("primary", "User:mm2", "TOPIC", topic, "LITERAL", "READ")
+    admins["primary"].delete_acls([removed])
+    extra = AclBinding("dr", "User:mm2", "TOPIC", "not-in-the-spec", "LITERAL", "WRITE")
+    admins["dr"].create_acls([extra])
+    code, plan = plan_json(spec, capsys)
+    assert code == 2
+    acl_changes = {(c["scope"], c["action"], c["name"]) for c in plan["changes"]}
+    assert acl_changes == {("primary", "create", f"ALLOW User:mm2 READ TOPIC LITERAL {topic}"),
+                           ("dr", "delete", "ALLOW User:mm2 WRITE TOPIC LITERAL not-in-the-spec")}
+    text = main(["plan", str(spec)]), capsys.readouterr().out
+    assert ADMIN_PASSWORD not in text[1] and MM2_PASSWORD not in text[1]
+    admins["dr"].delete_acls([extra])
+
+
+def test_plan_shows_an_edited_connector(kafka_pair, connect_worker, unique_name, tmp_path, capsys):
+    topic = unique_name("conn")
+    probe = write_spec(tmp_path / "s.yaml", kafka_pair, [topic], engine="connect", rest_url="http://127.0.0.1:1")
+    state = load_desired_state(probe, None)
+    rendered = tmp_path / "rendered"
+    write_files(render_files(state), rendered)
+    worker = connect_worker(rendered / "connect-distributed.properties",
+                            overrides={"listeners": "http://127.0.0.1:0"})
+    spec = write_spec(tmp_path / "s.yaml", kafka_pair, [topic], engine="connect", rest_url=worker.url)
+    state = load_desired_state(spec, None)
+    client = ConnectClient(worker.url)
+    for connector in connectors(state):
+        client.put_connector_config(connector["name"], connector["config"])
+    code, plan = plan_json(spec, capsys)
+    assert not [c for c in plan["changes"] if c["kind"] == "connector"]
+
+    edited = dict(connectors(state)[0]["config"], **{"tasks.max": "3"})
+    client.put_connector_config(connectors(state)[0]["name"], edited)
+    code, plan = plan_json(spec, capsys)
+    assert code == 2
+    [change] = [c for c in plan["changes"] if c["kind"] == "connector"]
+    assert change["action"] == "update" and change["fields"] == [{"field": "tasks.max", "old": "3", "new": "1"}]
+    client.delete_connector(connectors(state)[0]["name"])
+
+
+def test_unreachable_cluster_is_a_clear_error(tmp_path, capsys):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(textwrap.dedent("""\
+        apiVersion: mm2spec/v1
+        kind: DisasterRecovery
+        metadata: {name: it-plan}
+        clusters:
+          primary: {bootstrapServers: ["127.0.0.1:1"]}
+          dr: {bootstrapServers: ["127.0.0.1:2"]}
+        mirrors: [{source: primary, target: dr, topics: [orders]}]
+        """))
+    assert main(["plan", str(spec), "--timeout", "3"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith('error: cluster "primary" (127.0.0.1:1) is unreachable')
+    assert "Traceback" not in captured.err
