@@ -5,11 +5,11 @@ host) holds the *operations* allowed there, rather than one resource per operati
 topic needs six operations on the target and three on the source, and a thousand topics would
 otherwise be nine thousand resources for every preview to walk through.
 
-Inputs: the cluster connection (see ``connection``), ``principal``, ``resourceType`` (TOPIC, GROUP,
-CLUSTER, TRANSACTIONAL_ID), ``resourceName``, ``patternType`` (LITERAL, PREFIXED), ``permission``,
-``host``, ``operations`` (sorted), ``reasons`` (why the spec wants them; for the reader). Outputs
-add ``preexisting``: the operations already allowed before the stack created the resource, which
-``destroy`` leaves in place.
+Inputs: ``cluster`` and ``connection`` (see ``connection``), ``password`` (secret), ``binding``:
+``principal``, ``resourceType`` (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID), ``resourceName``,
+``patternType`` (LITERAL, PREFIXED), ``permission`` and ``host``; ``operations`` (sorted) and
+``reasons`` (why the spec wants them; for the reader). Outputs add ``preexisting``: the operations
+already allowed before the stack created the resource, which ``destroy`` leaves in place.
 
 Replaced (delete first, as old and new may share bindings): any identity field. In place: the
 operations, through ``mm2spec.diff.diff_acls`` on the bindings they stand for.
@@ -37,8 +37,9 @@ from mm2spec.model import AclBinding
 from mm2spec.provision import connection
 from mm2spec.provision.connection import CONNECTION_KEYS
 
-IDENTITY_KEYS = ("cluster", "principal", "resourceType", "resourceName", "patternType", "permission", "host")
-INPUT_KEYS = CONNECTION_KEYS + IDENTITY_KEYS[1:] + ("operations", "reasons")
+BINDING_KEYS = ("principal", "resourceType", "resourceName", "patternType", "permission", "host")
+IDENTITY_KEYS = ("cluster", "binding")
+INPUT_KEYS = CONNECTION_KEYS + ("binding", "operations", "reasons")
 RESOURCE_TYPES = ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
@@ -82,12 +83,14 @@ def group_bindings(bindings: Iterable[AclBinding]) -> list[AclGroup]:
 def acl_inputs(group: AclGroup, conn: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **conn,
-        "principal": group.principal,
-        "resourceType": group.resource_type,
-        "resourceName": group.resource_name,
-        "patternType": group.pattern_type,
-        "permission": group.permission,
-        "host": group.host,
+        "binding": {
+            "principal": group.principal,
+            "resourceType": group.resource_type,
+            "resourceName": group.resource_name,
+            "patternType": group.pattern_type,
+            "permission": group.permission,
+            "host": group.host,
+        },
         "operations": list(group.operations),
         "reasons": list(group.reasons),
     }
@@ -96,14 +99,16 @@ def acl_inputs(group: AclGroup, conn: Mapping[str, Any]) -> dict[str, Any]:
 def bindings_of(props: Mapping[str, Any], operations: Iterable[str] | None = None) -> list[AclBinding]:
     """The bindings a resource's props stand for (all its operations, or those given)."""
     ops = (props.get("operations") or ()) if operations is None else operations
-    return [AclBinding(props["cluster"], props["principal"], props["resourceType"], props["resourceName"],
-                       props["patternType"], op, props.get("permission") or "ALLOW", props.get("host") or "*")
+    b = props.get("binding") or {}
+    return [AclBinding(props["cluster"], b["principal"], b["resourceType"], b["resourceName"], b["patternType"],
+                       op, b.get("permission") or "ALLOW", b.get("host") or "*")
             for op in ops]
 
 
 def _where(props: Mapping[str, Any]) -> str:
-    return (f'cluster "{props["cluster"]}": ACLs of {props["principal"]} on {props["resourceType"]} '
-            f'{props["patternType"]} {props["resourceName"]}')
+    b = props.get("binding") or {}
+    return (f'cluster "{props["cluster"]}": ACLs of {b.get("principal")} on {b.get("resourceType")} '
+            f'{b.get("patternType")} {b.get("resourceName")}')
 
 
 class AclProvider(ResourceProvider):
@@ -116,17 +121,21 @@ class AclProvider(ResourceProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = []
-        if news.get("resourceType") not in RESOURCE_TYPES:
-            failures.append(CheckFailure("resourceType", f"must be one of {', '.join(RESOURCE_TYPES)}"))
-        if news.get("patternType") not in PATTERN_TYPES:
-            failures.append(CheckFailure("patternType", f"must be one of {', '.join(PATTERN_TYPES)}"))
+        binding = news.get("binding") or {}
+        if not isinstance(binding, dict) or any(not binding.get(k) for k in BINDING_KEYS):
+            failures.append(CheckFailure("binding", f"a binding needs {', '.join(BINDING_KEYS)}"))
+        else:
+            if binding["resourceType"] not in RESOURCE_TYPES:
+                failures.append(CheckFailure("binding", f"resourceType must be one of {', '.join(RESOURCE_TYPES)}"))
+            if binding["patternType"] not in PATTERN_TYPES:
+                failures.append(CheckFailure("binding", f"patternType must be one of {', '.join(PATTERN_TYPES)}"))
+            if ":" not in str(binding["principal"]):
+                failures.append(CheckFailure("binding", "a principal reads TYPE:NAME, e.g. User:mm2"))
         operations = news.get("operations") or []
         unknown = [op for op in operations if op not in OPERATIONS]
         if not operations or unknown:
             failures.append(CheckFailure("operations", f"need at least one of {', '.join(OPERATIONS)}"
                                          + (f"; unknown: {', '.join(map(str, unknown))}" if unknown else "")))
-        if not str(news.get("principal", "")).count(":"):
-            failures.append(CheckFailure("principal", "a principal reads TYPE:NAME, e.g. User:mm2"))
         return CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -139,7 +148,8 @@ class AclProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = connection.admin(props)
-        live = admin.acls(props["principal"], props["resourceType"], props["resourceName"], props["patternType"])
+        b = props["binding"]
+        live = admin.acls(b["principal"], b["resourceType"], b["resourceName"], b["patternType"])
         wanted = bindings_of(props)
         preexisting = sorted(b.operation for b in wanted if b in live)
         admin.create_acls(wanted)
@@ -165,7 +175,8 @@ class AclProvider(ResourceProvider):
 
 
 def pulumi_id(props: Mapping[str, Any]) -> str:
-    return "/".join(str(props[k]) for k in IDENTITY_KEYS)
+    b = props["binding"]
+    return "/".join([props["cluster"]] + [str(b[k]) for k in BINDING_KEYS])
 
 
 PROVIDER = AclProvider()

@@ -1,8 +1,12 @@
 """How a provider method reaches a Kafka cluster: from the resource's inputs, never from the provider.
 
-Every Kafka resource carries its cluster's connection as plain inputs (alias, bootstrap servers,
-security protocol, SASL mechanism, user name, the *name* of the password secret) plus ``password``,
-a Pulumi secret (encrypted in the state, masked in output, declared as a secret output too).
+Every Kafka resource carries ``cluster`` (the alias), ``connection`` (bootstrap servers, security
+protocol, SASL mechanism, user name and the *name* of the password secret: the credentials mm2spec
+provisions with, i.e. the spec's ``security.admin`` when set) and ``password``, a Pulumi secret
+(encrypted in the state, masked in output, and declared a secret output too).
+
+The connection is one nested input rather than six: the Pulumi SDK's cost per resource grows with
+its number of top-level properties, and a spec may mean thousands of resources.
 
 Admin clients are cached per provider-host process, keyed by connection, so 1,000 topics do not
 open 1,000 connections; the cache lives in this module, not in a provider object, so nothing of it
@@ -19,11 +23,11 @@ from mm2spec.errors import Mm2specError
 from mm2spec.kafka import KafkaAdmin
 from mm2spec.model import Cluster, Security
 
-#: Inputs that say where a cluster is and how to log in (``password`` aside).
-CONNECTION_KEYS = ("cluster", "bootstrapServers", "securityProtocol", "saslMechanism", "username", "passwordSecret")
+#: Inputs that say which cluster and how to reach it (``password`` aside).
+CONNECTION_KEYS = ("cluster", "connection")
 PASSWORD = "password"
 #: Inputs the providers never compare: Pulumi's own key, and the password (rotating it must not show
-#: every resource as changed; methods prefer the secret's current value, see ``admin``).
+#: every resource as changed; ``delete`` prefers the secret's current value, see ``admin``).
 UNCOMPARED = frozenset({PASSWORD, "__provider"})
 
 _ADMINS: dict[tuple, KafkaAdmin] = {}
@@ -36,29 +40,38 @@ class ProvisionFailed(Mm2specError):
     """A provider operation cannot be carried out; the message says what to do."""
 
 
+def provisioning_security(cluster: Cluster) -> Security:
+    """The credentials mm2spec provisions with: the cluster's ``security.admin`` if the spec sets one."""
+    as_admin = getattr(cluster.security, "as_admin", None)
+    return as_admin() if as_admin else cluster.security
+
+
 def connection_inputs(cluster: Cluster, password: Any) -> dict[str, Any]:
     """The connection inputs of a resource on ``cluster``; ``password`` is a secret Output or None."""
-    security = cluster.security
+    security = provisioning_security(cluster)
     return {
         "cluster": cluster.alias,
-        "bootstrapServers": cluster.bootstrap,
-        "securityProtocol": security.protocol,
-        "saslMechanism": security.sasl_mechanism,
-        "username": security.username,
-        "passwordSecret": security.password_secret,
+        "connection": {
+            "bootstrapServers": cluster.bootstrap,
+            "securityProtocol": security.protocol,
+            "saslMechanism": security.sasl_mechanism,
+            "username": security.username,
+            "passwordSecret": security.password_secret,
+        },
         PASSWORD: password,
     }
 
 
 def cluster_from(props: Mapping[str, Any]) -> Cluster:
+    conn = props.get("connection") or {}
     return Cluster(
         alias=props["cluster"],
-        bootstrap_servers=tuple(str(props["bootstrapServers"]).split(",")),
+        bootstrap_servers=tuple(str(conn["bootstrapServers"]).split(",")),
         security=Security(
-            protocol=props.get("securityProtocol") or "PLAINTEXT",
-            sasl_mechanism=props.get("saslMechanism") or None,
-            username=props.get("username") or None,
-            password_secret=props.get("passwordSecret") or None,
+            protocol=conn.get("securityProtocol") or "PLAINTEXT",
+            sasl_mechanism=conn.get("saslMechanism") or None,
+            username=conn.get("username") or None,
+            password_secret=conn.get("passwordSecret") or None,
         ),
     )
 

@@ -32,7 +32,7 @@ from mm2spec.errors import Mm2specError
 from mm2spec.kafka import KafkaAdmin, SecretMissing
 from mm2spec.model import DesiredState
 from mm2spec.provision.acl import Acl, acl_inputs, group_bindings
-from mm2spec.provision.connection import connection_inputs
+from mm2spec.provision.connection import connection_inputs, provisioning_security
 from mm2spec.provision.connector import Connector, connector_inputs
 from mm2spec.provision.spark_deployment import SparkDeployment, spark_deployment_inputs
 from mm2spec.provision.topic import Topic, topic_inputs
@@ -75,7 +75,7 @@ def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, st
     passwords: dict[str, str | None] = {}
     missing = []
     for alias in used_clusters(state):
-        security = state.cluster(alias).security
+        security = provisioning_security(state.cluster(alias))
         name = security.password_secret
         if not (security.uses_sasl and name):
             passwords[alias] = None
@@ -102,24 +102,58 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
                                  pulumi.Output.secret(passwords[alias]) if passwords.get(alias) is not None else None)
         for alias in used_clusters(state)
     }
-    for spec in wanted.topics:
-        declared.topics[spec.key] = Topic(spec.key, topic_inputs(spec, connections[spec.cluster]))
-    for group in group_bindings(wanted.acls):
-        name = group.resource_name_key
-        declared.acls[name] = Acl(name, acl_inputs(group, connections[group.cluster]))
+    def topic_maker(spec):
+        def make() -> pulumi.Resource:
+            declared.topics[spec.key] = Topic(spec.key, topic_inputs(spec, connections[spec.cluster]))
+            return declared.topics[spec.key]
+        return make
 
-    ready = list(declared.topics.values()) + list(declared.acls.values())
-    if state.engine == "connect":
-        declared.worker_config = WorkerConfig("connect-worker", worker_config_inputs(state, settings.out_dir, settings.root))
-        url = state.connect.rest_url
-        after = pulumi.ResourceOptions(depends_on=ready + [declared.worker_config])
-        for connector in connectors(state):
-            declared.connectors[connector["name"]] = Connector(connector["name"], connector_inputs(url, connector), after)
-    else:
-        declared.spark_deployment = SparkDeployment(
-            "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root),
-            pulumi.ResourceOptions(depends_on=ready))
+    def acl_maker(group):
+        def make() -> pulumi.Resource:
+            name = group.resource_name_key
+            declared.acls[name] = Acl(name, acl_inputs(group, connections[group.cluster]))
+            return declared.acls[name]
+        return make
+
+    makers = [topic_maker(spec) for spec in wanted.topics] + [acl_maker(g) for g in group_bindings(wanted.acls)]
+
+    def dependents() -> None:
+        ready = list(declared.topics.values()) + list(declared.acls.values())
+        if state.engine == "connect":
+            declared.worker_config = WorkerConfig("connect-worker",
+                                                  worker_config_inputs(state, settings.out_dir, settings.root))
+            after = pulumi.ResourceOptions(depends_on=ready + [declared.worker_config])
+            for connector in connectors(state):
+                declared.connectors[connector["name"]] = Connector(
+                    connector["name"], connector_inputs(state.connect.rest_url, connector), after)
+        else:
+            declared.spark_deployment = SparkDeployment(
+                "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root),
+                pulumi.ResourceOptions(depends_on=ready))
+
+    in_waves(makers, dependents)
     return declared
+
+
+#: Resources registered per wave (see ``in_waves``).
+WAVE = 200
+
+
+def in_waves(makers: list[Callable[[], pulumi.Resource]], then: Callable[[], None], size: int = WAVE) -> None:
+    """Register resources in waves, each started once the previous wave's first resource is registered.
+
+    The Pulumi SDK prepares every resource declared in one go before it sends the first one to the
+    engine, so with thousands of resources the engine (which checks them with the provider one
+    after the other) idles while the program prepares, and then the program idles. In waves, one
+    wave is prepared while the engine checks the previous one. ``then`` runs after the last wave.
+    """
+    wave = [make() for make in makers[:size]]
+    rest = makers[size:]
+    if not rest:
+        then()
+        return
+    # A resource's URN resolves (in preview too) when the engine has registered it.
+    wave[0].urn.apply(lambda _urn: in_waves(rest, then, size))
 
 
 def export(state: DesiredState, declared: Declared) -> None:

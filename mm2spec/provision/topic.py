@@ -1,9 +1,10 @@
 """A Kafka topic as a Pulumi resource.
 
-Inputs: the cluster connection (see ``connection``), ``name``, ``partitions``, ``replicationFactor``
-(-1: the broker default), ``configs`` (only what the topic sets), ``allowReplacement`` (the mirror's
-``allowTopicReplacement``), and for reading the preview: ``kind`` (internal / mirror), ``purpose``
-and ``sourceTopic``. Outputs add ``adopted``: the topic existed before the stack created it.
+Inputs: ``cluster`` and ``connection`` (see ``connection``), ``password`` (secret), ``name``,
+``partitions``, ``configs`` (only what the topic sets), and ``options``: ``replicationFactor``
+(-1: the broker default), ``allowReplacement`` (the mirror's ``allowTopicReplacement``) and, for
+the reader of a preview, ``kind`` (internal / mirror), ``purpose`` and ``sourceTopic``. Outputs
+add ``adopted``: the topic existed before the stack created it.
 
 Replaced: when the cluster alias or the name changes; when the partition count decreases and
 ``allowReplacement`` is set (delete first: the new topic has the same name). Refused: a partition
@@ -40,8 +41,7 @@ from mm2spec.kafka import KafkaAdmin, LiveTopic
 from mm2spec.provision import connection
 from mm2spec.provision.connection import CONNECTION_KEYS, ProvisionFailed
 
-INPUT_KEYS = CONNECTION_KEYS + ("name", "partitions", "replicationFactor", "configs", "allowReplacement",
-                                "kind", "purpose", "sourceTopic")
+INPUT_KEYS = CONNECTION_KEYS + ("name", "partitions", "configs", "options")
 IDENTITY_KEYS = ("cluster", "name")
 _LEGAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -52,25 +52,34 @@ def topic_inputs(spec: TopicSpec, conn: Mapping[str, Any]) -> dict[str, Any]:
         **conn,
         "name": spec.name,
         "partitions": spec.partitions,
-        "replicationFactor": spec.replication_factor,
         "configs": dict(spec.configs),
-        "allowReplacement": spec.allow_replacement,
-        "kind": spec.kind,
-        "purpose": spec.purpose,
-        "sourceTopic": spec.source_topic,
+        "options": {
+            "replicationFactor": spec.replication_factor,
+            "allowReplacement": spec.allow_replacement,
+            "kind": spec.kind,
+            "purpose": spec.purpose,
+            "sourceTopic": spec.source_topic,
+        },
     }
+
+
+def _options(props: Mapping[str, Any]) -> Mapping[str, Any]:
+    return props.get("options") or {}
+
+
+def _rf(props: Mapping[str, Any]) -> int:
+    return int(_options(props).get("replicationFactor", -1))
 
 
 def recorded_topic(props: Mapping[str, Any]) -> LiveTopic:
     """The topic as the stack last left it (outputs or old inputs), in the diff's terms."""
-    return LiveTopic(props["name"], int(props["partitions"]), int(props.get("replicationFactor", -1)),
-                     dict(props.get("configs") or {}))
+    return LiveTopic(props["name"], int(props["partitions"]), _rf(props), dict(props.get("configs") or {}))
 
 
 def topic_change(props: Mapping[str, Any], live: LiveTopic | None) -> Change:
     """What ``props`` (desired inputs) needs against ``live``: the shared diff."""
     return diff_topic(props["name"], int(props["partitions"]), dict(props.get("configs") or {}), live,
-                      int(props.get("replicationFactor", -1)), bool(props.get("allowReplacement")))
+                      _rf(props), bool(_options(props).get("allowReplacement")))
 
 
 def _where(props: Mapping[str, Any]) -> str:
@@ -116,7 +125,7 @@ class TopicProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = connection.admin(props)
         name = props["name"]
-        created = admin.create_topic(name, int(props["partitions"]), int(props.get("replicationFactor", -1)),
+        created = admin.create_topic(name, int(props["partitions"]), _rf(props),
                                      dict(props.get("configs") or {}), exist_ok=True)
         if not created:
             # Already there (made by hand, by MM2, or by an earlier stack): take it over as it is,
@@ -147,7 +156,7 @@ class TopicProvider(ResourceProvider):
         name = props["name"]
         live = admin.topics([name]).get(name)
         if live is None:  # deleted behind the stack's back: create it again
-            admin.create_topic(name, int(props["partitions"]), int(props.get("replicationFactor", -1)),
+            admin.create_topic(name, int(props["partitions"]), _rf(props),
                                dict(props.get("configs") or {}))
             return
         change = topic_change(props, live)

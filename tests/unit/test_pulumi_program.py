@@ -91,19 +91,21 @@ def test_prod_declares_internal_and_mirrored_topics_with_rf_minus_one(prod):
         "dr/__connect-mirrormaker-primary-to-dr-status", "dr/mm2-offset-syncs.primary.internal",
         "dr/primary.checkpoints.internal", "dr/orders", "dr/payments", "dr/invoices-2024"])
     assert all(t.typ == "pulumi-python:dynamic/kafka:Topic" for t in topics.values())
-    assert all(t.inputs["replicationFactor"] == -1 for t in topics.values())
+    assert all(t.inputs["options"]["replicationFactor"] == -1 for t in topics.values())
     for name, partitions in (("configs", 1), ("offsets", 25), ("status", 5)):
         internal = topics[f"dr/__connect-mirrormaker-primary-to-dr-{name}"].inputs
-        assert (internal["partitions"], internal["configs"], internal["kind"]) == (partitions, {"cleanup.policy": "compact"}, "internal")
+        assert (internal["partitions"], internal["configs"], internal["options"]["kind"]) == (
+            partitions, {"cleanup.policy": "compact"}, "internal")
     assert topics["dr/primary.checkpoints.internal"].inputs["configs"] == {"cleanup.policy": "compact"}
     orders = topics["dr/orders"].inputs
     # The source's partition count and synced configs (min.insync.replicas is never synced, as in MM2).
-    assert (orders["partitions"], orders["configs"], orders["sourceTopic"]) == (6, {"retention.ms": "604800000"}, "orders")
-    assert orders["allowReplacement"] is False and orders["kind"] == "mirror"
+    assert (orders["partitions"], orders["configs"]) == (6, {"retention.ms": "604800000"})
+    assert orders["options"] == {"replicationFactor": -1, "allowReplacement": False, "kind": "mirror",
+                                 "sourceTopic": "orders", "purpose": "primary-to-dr: mirror of primary/orders"}
     assert topics["dr/invoices-2024"].inputs["configs"] == {"cleanup.policy": "compact"}
-    assert orders["cluster"] == "dr" and orders["bootstrapServers"] == "dr-1:9092,dr-2:9092,dr-3:9092"
-    assert (orders["securityProtocol"], orders["saslMechanism"], orders["username"], orders["passwordSecret"]) == (
-        "SASL_SSL", "SCRAM-SHA-512", "mm2", "DR_MM2_PASSWORD")
+    assert orders["cluster"] == "dr"
+    assert orders["connection"] == {"bootstrapServers": "dr-1:9092,dr-2:9092,dr-3:9092", "securityProtocol": "SASL_SSL",
+                                    "saslMechanism": "SCRAM-SHA-512", "username": "mm2", "passwordSecret": "DR_MM2_PASSWORD"}
 
 
 def test_prod_declares_one_acl_resource_per_principal_and_resource_pattern(prod):
@@ -121,10 +123,11 @@ def test_prod_declares_one_acl_resource_per_principal_and_resource_pattern(prod)
     eos = acls["dr/User:mm2/TRANSACTIONAL_ID/PREFIXED/connect-mirrormaker-primary-to-dr-"]
     assert eos["operations"] == ["DESCRIBE", "WRITE"]
     first = acls["dr/User:mm2/TOPIC/LITERAL/orders"]
-    assert (first["principal"], first["permission"], first["host"], first["patternType"]) == ("User:mm2", "ALLOW", "*", "LITERAL")
+    assert first["binding"] == {"principal": "User:mm2", "resourceType": "TOPIC", "resourceName": "orders",
+                                "patternType": "LITERAL", "permission": "ALLOW", "host": "*"}
     assert first["reasons"] and all(isinstance(r, str) for r in first["reasons"])
     # Every binding of the compiled state is covered exactly once.
-    covered = {(i["cluster"], i["resourceType"], i["resourceName"], i["patternType"], op)
+    covered = {(i["cluster"], i["binding"]["resourceType"], i["binding"]["resourceName"], i["binding"]["patternType"], op)
                for i in acls.values() for op in i["operations"]}
     wanted = {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation) for b in prod.acl_bindings}
     assert covered == wanted
@@ -165,7 +168,7 @@ def test_dev_has_no_acls_and_no_passwords():
     mocks, _ = run(state, {"primary": None, "dr": None}, stack="dev", out_dir=".mm2spec/out/dev")
     assert not mocks.of_type(":Acl")
     orders = mocks.of_type(":Topic")["dr/orders"].inputs
-    assert orders["bootstrapServers"] == "127.0.0.1:29092" and orders["securityProtocol"] == "PLAINTEXT"
+    assert orders["connection"] == {"bootstrapServers": "127.0.0.1:29092", "securityProtocol": "PLAINTEXT"}
     assert "password" not in orders  # None inputs are not sent
 
 
@@ -257,9 +260,10 @@ def test_main_without_a_password_fails_naming_the_secret(monkeypatch):
 # ------------------------------------------------------------------------ providers: check and diff
 
 def topic_props(**changes):
-    props = {"cluster": "dr", "bootstrapServers": "127.0.0.1:9092", "securityProtocol": "PLAINTEXT",
-             "name": "orders", "partitions": 6, "replicationFactor": -1, "configs": {"retention.ms": "1000"},
-             "allowReplacement": False, "kind": "mirror", "purpose": "p", "sourceTopic": "orders",
+    options = {"replicationFactor": -1, "allowReplacement": changes.pop("allowReplacement", False),
+               "kind": "mirror", "purpose": "p", "sourceTopic": "orders"}
+    props = {"cluster": "dr", "connection": {"bootstrapServers": "127.0.0.1:9092", "securityProtocol": "PLAINTEXT"},
+             "name": "orders", "partitions": 6, "configs": {"retention.ms": "1000"}, "options": options,
              "password": "old", "__provider": "x"}
     props.update(changes)
     return props
@@ -270,7 +274,8 @@ def test_topic_diff_is_the_shared_diff_without_network():
     old = {**topic_props(), "adopted": False}
     assert provider.diff("id", old, topic_props()).changes is False
     # Pulumi hands numbers back as floats.
-    assert provider.diff("id", {**old, "partitions": 6.0, "replicationFactor": -1.0}, topic_props()).changes is False
+    floats = {**old, "partitions": 6.0, "options": {**old["options"], "replicationFactor": -1.0}}
+    assert provider.diff("id", floats, topic_props()).changes is False
     assert provider.diff("id", old, topic_props(password="rotated")).changes is False
     grow = provider.diff("id", old, topic_props(partitions=8))
     assert grow.changes is True and not grow.replaces
@@ -295,8 +300,10 @@ def test_topic_check_refuses_a_partition_decrease_unless_replacement_is_allowed(
 
 
 def acl_props(**changes):
-    props = {"cluster": "dr", "bootstrapServers": "h:1", "principal": "User:mm2", "resourceType": "TOPIC",
-             "resourceName": "orders", "patternType": "LITERAL", "permission": "ALLOW", "host": "*",
+    binding = {"principal": "User:mm2", "resourceType": "TOPIC", "resourceName": "orders", "patternType": "LITERAL",
+               "permission": "ALLOW", "host": "*"}
+    binding.update({k: changes.pop(k) for k in list(changes) if k in binding})
+    props = {"cluster": "dr", "connection": {"bootstrapServers": "h:1"}, "binding": binding,
              "operations": ["READ", "WRITE"], "reasons": ["r"], "password": "pw", "__provider": "x"}
     props.update(changes)
     return props
@@ -307,7 +314,8 @@ def test_acl_diff_updates_operations_and_replaces_identity():
     old = {**acl_props(), "preexisting": []}
     assert provider.diff("id", old, acl_props()).changes is False
     assert provider.diff("id", old, acl_props(operations=["READ"])).changes is True
-    assert provider.diff("id", old, acl_props(patternType="PREFIXED")).replaces == ["patternType"]
+    assert provider.diff("id", old, acl_props(patternType="PREFIXED")).replaces == ["binding"]
+    assert [f.property for f in provider.check({}, acl_props(resourceType="USER")).failures] == ["binding"]
     assert not provider.check({}, acl_props()).failures
     assert [f.property for f in provider.check({}, acl_props(operations=["FLY"])).failures] == ["operations"]
 
@@ -342,8 +350,9 @@ def test_rendered_file_is_written_atomically_and_only_removed_if_unchanged(tmp_p
 
 
 def test_delete_prefers_the_current_secret_over_the_recorded_one(monkeypatch):
-    props = {"cluster": "dr", "bootstrapServers": "127.0.0.1:1", "securityProtocol": "SASL_PLAINTEXT",
-             "saslMechanism": "SCRAM-SHA-512", "username": "mm2", "passwordSecret": "DR_PW", "password": "old"}
+    props = {"cluster": "dr", "connection": {"bootstrapServers": "127.0.0.1:1", "securityProtocol": "SASL_PLAINTEXT",
+                                             "saslMechanism": "SCRAM-SHA-512", "username": "mm2",
+                                             "passwordSecret": "DR_PW"}, "password": "old"}
     monkeypatch.setenv("DR_PW", "new")
     assert connection.admin(props, prefer_current=True) is connection.admin({**props, "password": "new"})
     assert connection.admin(props) is not connection.admin({**props, "password": "new"})
