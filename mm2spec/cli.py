@@ -76,6 +76,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 2 if args.detailed_exitcode and plan.has_changes else 0
 
 
+def cmd_promote(args: argparse.Namespace) -> int:
+    from mm2spec import promote
+
+    result = promote.promote(args.spec, args.source_env, args.target_env, args.baseline)
+    render = {"json": promote.to_json, "markdown": promote.to_markdown}.get(args.format, promote.to_text)
+    sys.stdout.write(render(result))
+    return 2 if args.detailed_exitcode and result.has_changes else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mm2spec", description="Declarative Kafka disaster recovery with MirrorMaker 2.")
     parser.add_argument("--version", action="version", version=f"mm2spec {__version__}")
@@ -103,6 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each cluster (default 15)")
     p.set_defaults(func=cmd_plan)
+
+    p = commands.add_parser("promote", help="show what promoting the spec from one environment to another changes")
+    p.add_argument("spec", help="the DR spec YAML file")
+    p.add_argument("--from", dest="source_env", required=True, help="the environment the change was proven in")
+    p.add_argument("--to", dest="target_env", required=True, help="the environment to promote to")
+    p.add_argument("--baseline", help="the spec the target runs today: a file, or git:REV (default git:HEAD if tracked)")
+    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.add_argument("--detailed-exitcode", action="store_true",
+                   help="exit 0 when promotion changes nothing, 2 when it does, 1 on error")
+    p.set_defaults(func=cmd_promote)
 
     _register_optional(commands)
     return parser
