@@ -323,6 +323,7 @@ def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
         "spark.jars": ",".join(jars),
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.pyspark.python": sys.executable,
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
@@ -342,6 +343,8 @@ def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
         elif not master.startswith("local"):
             conf["spark.executor.instances"] = str(job.spark.executor_instances)
     conf.update(dict(job.spark.conf))
+    # Executors' Python workers need this interpreter's packages (confluent-kafka for the writer).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -354,12 +357,14 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
         max_restarts: int | None = None) -> int:
     """Run every flow until ``stop`` is set (or SIGTERM/SIGINT); restart a failed query with backoff."""
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
     metrics = MirrorMetrics(job.name, status_file)
     metrics.write_status()
     spark = build_session(job, jars)
+    # After the SparkContext exists: it installs its own SIGINT handler, which this replaces so
+    # that Ctrl-C and SIGTERM both stop the queries between batches and exit cleanly.
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
     workdir = Path(tempfile.mkdtemp(prefix="mm2spark-"))
     spark.sparkContext.addPyFile(package_zip(workdir))
     pipelines = [FlowPipeline(spark, job, flow, metrics) for flow in job.flows]
