@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from mm2spark.config import MirrorFlowConfig
 
-#: MM2's DefaultReplicationPolicy.isInternalTopic: Kafka's own (``__*``, ``.*``), Connect's
-#: (``*-internal``, ``*.internal``), MM2's (offset-syncs, checkpoints, heartbeats are ``.internal``).
-INTERNAL_TOPIC_PATTERNS = (r"__.*", r"\..*", r".*-internal", r".*\.internal")
+#: MM2's DefaultReplicationPolicy.isInternalTopic: Kafka's own (``__*``, ``.*``) and MM2's
+#: (``mm2*.internal``: offset-syncs, dedicated-mode configs/offsets/status; ``*.checkpoints.internal``).
+#: Checked name by name against the real class in tests/integration/test_spark_mm2_formats.py.
+INTERNAL_TOPIC_PATTERNS = (r"__.*", r"\..*", r"mm2.*\.internal", r".*\.checkpoints\.internal")
 
 
 @dataclass(frozen=True)
