@@ -1,0 +1,228 @@
+"""Unit tests of the Spark mirroring job's pure parts (no Spark session, no network)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
+
+from mm2spark.config import JobConfigError, parse_job_config, resolve_env, trigger_seconds  # noqa: E402
+from mm2spark.eos import EosWriterSettings, runs_of  # noqa: E402
+from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run, runs_from_offsets  # noqa: E402
+from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
+from mm2spark.topics import ReplicationPolicy, checkpoints_topic, group_filter, offset_syncs_topic, topic_filter  # noqa: E402
+
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+DEFAULT = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+
+def job(**flow_overrides) -> dict:
+    """The shape ``mm2spec render`` writes (spark-mirror.json)."""
+    flow = {
+        "name": "primary-to-dr",
+        "source.cluster.alias": "primary", "target.cluster.alias": "dr",
+        "source.cluster.bootstrap.servers": "127.0.0.1:19092", "target.cluster.bootstrap.servers": "127.0.0.1:29092",
+        "source.cluster.security.protocol": "PLAINTEXT", "target.cluster.security.protocol": "PLAINTEXT",
+        "topics": "orders,payments,invoices-.*", "topics.exclude": "mm2.*\\.internal,.*\\.replica,__.*",
+        "groups": "orders-service,billing-.*", "groups.exclude": "console-consumer-.*,connect-.*,__.*",
+        "replication.policy.class": IDENTITY, "replication.policy.separator": ".",
+        "offset-syncs.topic.location": "target", "offset.lag.max": "100",
+        "emit.checkpoints.enabled": "true", "emit.checkpoints.interval.seconds": "30",
+        "sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "30",
+        "refresh.topics.interval.seconds": "30", "refresh.groups.interval.seconds": "30",
+        "exactly.once.source.support": "enabled", "sync.topic.configs.enabled": "true",
+        "producer.override.compression.type": "zstd", "producer.override.batch.size": "1048576",
+    }
+    flow.update(flow_overrides)
+    return {"apiVersion": "mm2spec/v1", "name": "payments-dr", "environment": "dev",
+            "spark": {"master": "local[2]", "trigger.interval": "1 second", "max.offsets.per.trigger": 1000000,
+                      "checkpoint.location": "./.mm2spec/checkpoints/payments-dr",
+                      "executor.instances": 3, "executor.cores": 2, "executor.memory": "4g"},
+            "flows": [flow]}
+
+
+# ------------------------------------------------------------------------------- config
+
+def test_render_shape_parses_with_mm2_key_names():
+    config = parse_job_config(job(), environ={})
+    flow = config.flows[0]
+    assert config.name == "payments-dr" and config.spark.max_offsets_per_trigger == 1000000
+    assert flow.source.bootstrap_servers == "127.0.0.1:19092" and flow.target_alias == "dr"
+    assert flow.topics == ("orders", "payments", "invoices-.*")
+    assert flow.exactly_once and flow.identity and flow.sync_group_offsets
+    assert dict(flow.producer_overrides) == {"compression.type": "zstd", "batch.size": "1048576"}
+    assert flow.emit_checkpoints_interval_s == 30
+
+
+def test_sasl_password_comes_from_the_environment_and_never_shows():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="${env:PRIMARY_MM2_PASSWORD}";'
+    data = job(**{"source.cluster.security.protocol": "SASL_PLAINTEXT", "source.cluster.sasl.mechanism": "SCRAM-SHA-512",
+                  "source.cluster.sasl.jaas.config": jaas})
+    flow = parse_job_config(data, environ={"PRIMARY_MM2_PASSWORD": "s3cr3t-value"}).flows[0]
+    assert flow.source.librdkafka()["sasl.password"] == "s3cr3t-value"
+    assert flow.source.librdkafka()["sasl.username"] == "mm2"
+    assert 'password="s3cr3t-value"' in flow.source.java_properties()["sasl.jaas.config"]
+    assert "s3cr3t" not in repr(flow)
+    with pytest.raises(JobConfigError) as missing:
+        parse_job_config(data, environ={})
+    assert "PRIMARY_MM2_PASSWORD is not set" in str(missing.value)
+
+
+def test_env_references_resolve_everywhere_and_missing_ones_are_named():
+    assert resolve_env("a ${env:X} b ${env:Y}", {"X": "1", "Y": "2"}) == "a 1 b 2"
+    with pytest.raises(JobConfigError, match="Z is not set"):
+        resolve_env("${env:Z}", {})
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("exactly.once.source.support", "maybe", "exactly.once.source.support"),
+    ("replication.policy.class", "com.example.MyPolicy", "not supported by the Spark engine"),
+    ("offset.lag.max", "lots", "offset.lag.max"),
+    ("sync.group.offsets.enabled", "perhaps", "sync.group.offsets.enabled"),
+])
+def test_bad_values_are_reported_by_key(key, value, message):
+    with pytest.raises(JobConfigError, match=message):
+        parse_job_config(job(**{key: value}), environ={})
+
+
+def test_trigger_interval_text():
+    assert trigger_seconds("1 second") == 1
+    assert trigger_seconds("500 milliseconds") == 0.5
+    assert trigger_seconds("2 minutes") == 120
+
+
+# ------------------------------------------------------------------------------- topics
+
+def test_topic_filter_is_mm2s_decision():
+    flow = parse_job_config(job(), environ={}).flows[0]
+    accept = topic_filter(flow)
+    assert accept("orders") and accept("payments") and accept("invoices-2024")
+    assert not accept("orders-archive")          # whole-name match, like Java's matches()
+    assert not accept("invoices-x.replica")      # topics.exclude
+    assert not accept("__consumer_offsets")
+
+
+def test_internal_topics_are_never_mirrored_even_when_included():
+    flow = parse_job_config(job(topics=".*", **{"topics.exclude": ""}), environ={}).flows[0]
+    accept = topic_filter(flow)
+    for internal in ("__consumer_offsets", ".hidden", "mm2-offset-syncs.primary.internal",
+                     "primary.checkpoints.internal", "mm2-configs.dr.internal"):
+        assert not accept(internal), internal
+    assert accept("a-internal") and accept("heartbeats")
+
+
+def test_default_policy_names_and_cycle_detection():
+    flow = parse_job_config(job(topics=".*", **{"replication.policy.class": DEFAULT}), environ={}).flows[0]
+    policy = ReplicationPolicy.of(flow)
+    assert policy.target_topic("primary", "orders") == "primary.orders"
+    accept = topic_filter(flow)
+    assert not accept("dr.orders") and not accept("x.dr.orders")  # came from the target: a cycle
+    assert accept("orders") and accept("adr.orders")
+
+
+def test_internal_topic_names_follow_the_offset_syncs_location():
+    flow = parse_job_config(job(), environ={}).flows[0]
+    assert offset_syncs_topic(flow) == ("target", "mm2-offset-syncs.primary.internal")
+    assert checkpoints_topic(flow) == "primary.checkpoints.internal"
+    source_side = parse_job_config(job(**{"offset-syncs.topic.location": "source"}), environ={}).flows[0]
+    assert offset_syncs_topic(source_side) == ("source", "mm2-offset-syncs.dr.internal")
+
+
+def test_group_filter():
+    flow = parse_job_config(job(), environ={}).flows[0]
+    accept = group_filter(flow)
+    assert accept("orders-service") and accept("billing-eu")
+    assert not accept("console-consumer-1") and not accept("other")
+
+
+# ------------------------------------------------------------------------------- records
+
+def test_offset_sync_layout():
+    sync = OffsetSync("orders", 3, 1234, 567)
+    assert sync.record_key() == struct.pack(">h", 6) + b"orders" + struct.pack(">i", 3)
+    assert sync.record_value() == struct.pack(">qq", 1234, 567)
+    assert OffsetSync.from_record(sync.record_key(), sync.record_value()) == sync
+
+
+def test_checkpoint_layout():
+    cp = Checkpoint("orders-service", "primary.orders", 2, 100, 90, "")
+    assert cp.record_key() == (struct.pack(">h", 14) + b"orders-service" + struct.pack(">h", 14) + b"primary.orders"
+                               + struct.pack(">i", 2))
+    assert cp.record_value() == struct.pack(">hqqh", 0, 100, 90, 0)
+    assert Checkpoint.from_record(cp.record_key(), cp.record_value()) == cp
+
+
+# ------------------------------------------------------------------------------- offsets
+
+def test_emitter_follows_offset_lag_max():
+    emitter = OffsetSyncEmitter(offset_lag_max=100)
+    syncs = emitter.on_run(Run("t", 0, 0, 0, 350))
+    # the first record, then every time the downstream moved 100 past the last sync's translation
+    assert [s.upstream_offset for s in syncs] == [0, 101, 202, 303]
+    assert emitter.delayed("t", 0) == OffsetSync("t", 0, 349, 349)
+    assert emitter.delayed("t", 0) is None  # written once
+    # an upstream gap (compaction, transaction markers) forces a sync
+    gap = emitter.on_run(Run("t", 0, 360, 350, 10))
+    assert gap[0] == OffsetSync("t", 0, 360, 350)
+
+
+def test_emitter_zero_lag_syncs_every_record():
+    emitter = OffsetSyncEmitter(offset_lag_max=0)
+    assert len(emitter.on_run(Run("t", 1, 10, 20, 5))) == 5
+
+
+def test_emitter_batch_adds_delayed_sync_per_partition():
+    emitter = OffsetSyncEmitter(offset_lag_max=100)
+    syncs = emitter.on_batch([Run("t", 0, 0, 0, 10), Run("t", 1, 5, 0, 3)])
+    assert OffsetSync("t", 0, 9, 9) in syncs and OffsetSync("t", 1, 7, 2) in syncs
+
+
+def test_translation_is_mm2s():
+    store = OffsetSyncStore()
+    store.add_all([OffsetSync("t", 0, 0, 10), OffsetSync("t", 0, 100, 110), OffsetSync("t", 0, 199, 209)])
+    assert store.translate("t", 0, 100) == 110        # exact hit
+    assert store.translate("t", 0, 150) == 111        # past a sync: one past its downstream offset
+    assert store.translate("t", 0, 200) == 210        # consumed everything mirrored
+    assert store.translate("t", 1, 5) is None         # no syncs: no checkpoint
+    store.add(OffsetSync("t", 0, 5, 0))              # upstream went backwards: recreated topic
+    assert store.translate("t", 0, 100) == 1
+
+
+def test_runs_from_end_offsets():
+    assert runs_from_offsets("t", 0, 100, 200, 50, 150) == [Run("t", 0, 100, 50, 100)]
+    # fewer/more records than offsets (gaps, a retried task): only the end is certain
+    assert runs_from_offsets("t", 0, 100, 200, 50, 140) == [Run("t", 0, 199, 139, 1)]
+    assert runs_from_offsets("t", 0, 100, 200, 50, 50) == []
+
+
+def test_runs_of_parallel_offsets():
+    assert runs_of([5, 6, 7, 9, 10], [0, 1, 2, 3, 4]) == [(5, 0, 3), (9, 3, 2)]
+    assert runs_of([1, 2, 3], [10, 11, 13]) == [(1, 10, 2), (3, 13, 1)]
+
+
+def test_eos_settings_name_per_partition_transactions():
+    settings = EosWriterSettings(job="payments-dr", flow="primary-to-dr", source_alias="primary", identity=False,
+                                 separator=".", target={"bootstrap.servers": "x"},
+                                 producer_overrides=(("compression.type", "zstd"), ("buffer.memory", "1")))
+    assert settings.transactional_id("orders", 3) == "mm2spec-mirror.payments-dr.primary-to-dr.orders.3"
+    assert settings.target_topic("orders") == "primary.orders"
+    conf = settings.producer_conf("orders", 3)
+    assert conf["compression.type"] == "zstd" and "buffer.memory" not in conf  # Java-only key dropped
+    assert conf["enable.idempotence"] is True and conf["acks"] == "all"
+
+
+def test_offset_log_reads_sparks_offsets_file(tmp_path):
+    from mm2spark.pipeline import OffsetLog
+
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "4").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n'
+                                            '{"orders":{"0":10,"1":20},"payments":{"0":5}}\n')
+    (tmp_path / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":7,"1":20}}\n')
+    log = OffsetLog(spark=None, checkpoint=str(tmp_path))
+    assert log.end(4) == {("orders", 0): 10, ("orders", 1): 20, ("payments", 0): 5}
+    assert log.start(4) == {("orders", 0): 7, ("orders", 1): 20}
