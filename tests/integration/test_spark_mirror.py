@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2spec import mirror
@@ -175,9 +175,18 @@ def dedupe_in_order(records: list[tuple]) -> tuple[list[tuple], int]:
 
 
 def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """What a source consumer group had consumed (a fresh cluster may still be loading its
+    group coordinator: retried)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        for attempt in range(30):
+            try:
+                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+                return
+            except KafkaException as exc:
+                if attempt == 29 or not exc.args[0].retriable() and exc.args[0].name() != "NOT_COORDINATOR":
+                    raise
+                time.sleep(1)
     finally:
         consumer.close()
 

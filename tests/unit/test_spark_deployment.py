@@ -1,0 +1,67 @@
+"""Unit tests of the Spark deployment helpers and the job's figures (no Spark, no network)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
+
+from mm2spec import mirror  # noqa: E402
+from mm2spark.metrics import BatchReport, MirrorMetrics, progress_line  # noqa: E402
+
+
+def test_mirror_command_registers_with_a_handler():
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers()
+    mirror.add_parser(commands)
+    args = parser.parse_args(["mirror", "spec.yaml", "--env", "dev", "--master", "spark://127.0.0.1:7077"])
+    assert args.func is mirror.cmd_mirror and args.env == "dev" and args.master == "spark://127.0.0.1:7077"
+
+
+def test_status_of_a_job_that_never_ran(tmp_path):
+    current = mirror.status(tmp_path / "nothing")
+    assert not current.running and current.state == "absent" and current.pid is None
+    assert mirror.stop(tmp_path / "nothing") is False
+
+
+def test_status_reports_a_dead_driver_as_failed(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    (tmp_path / "driver.pid").write_text(json.dumps({"pid": child.pid}))
+    (tmp_path / "status.json").write_text(json.dumps({"state": "running", "flows": {"f": {"records": 5}}}))
+    current = mirror.status(tmp_path)
+    assert not current.running and current.state == "failed" and current.flows == {"f": {"records": 5}}
+
+
+def test_stop_terminates_a_running_driver(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    (tmp_path / "driver.pid").write_text(json.dumps({"pid": child.pid}))
+    assert mirror.status(tmp_path).running
+    assert mirror.stop(tmp_path, timeout=10) is True
+    assert child.wait(timeout=10) != 0
+    assert not mirror.status(tmp_path).running
+
+
+def test_figures_per_topic_from_observed_metrics(tmp_path):
+    metrics = MirrorMetrics("job", tmp_path / "status.json")
+    metrics.set_slots("f", ["orders", "payments"])
+    now = 1_000_000.0
+    observed = {"r0": 10, "b0": 1000, "m0": int(now * 1000) - 500, "s0": 10 * (int(now * 1000) - 200),
+                "r1": 0, "ro": 4, "bo": 40, "mo": int(now * 1000) - 50, "so": 4 * (int(now * 1000) - 50)}
+    metrics.record_batch(BatchReport("f", 0, ["invoices-1"], offset_syncs=3))
+    batches = metrics.record_observed("f", observed, now=now)
+    assert set(batches) == {"orders", "invoices-1"}  # the new topic named, the idle one absent
+    figures = metrics.flow("f")
+    assert figures.records == 14 and figures.bytes == 1040 and figures.offset_syncs_written == 3
+    assert figures.topics["orders"].replication_latency_ms_max == 500
+    assert figures.topics["orders"].replication_latency_ms_avg == 200
+    metrics.write_status()
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["flows"]["f"]["topics"]["orders"]["replicationLatencyMsAvg"] == 200
+    assert status["flows"]["f"]["offsetSyncsWritten"] == 3
+    assert "flow=f batch=0 records=14" in progress_line("f", figures, 0, 14)
