@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from mm2spec import mirror
 from mm2spec.components import ComponentMissing, components
@@ -217,6 +217,13 @@ def test_at_least_once_mirror_new_topics_crash_and_failover(kafka_pair, spark_re
     commit(primary, half_group, {(orders, p): 250 for p in range(4)})
     commit(primary, live_group, {(orders, p): 1000 for p in range(4)})
 
+    # a consumer on dr is active in live_group (before the job starts): its offsets must not be touched
+    live = Consumer({"bootstrap.servers": dr, "group.id": live_group, "enable.auto.commit": False})
+    live.subscribe([orders])
+    stop_live = threading.Event()
+    poller = threading.Thread(target=lambda: [live.poll(0.2) for _ in iter(lambda: stop_live.is_set(), True)])
+    poller.start()
+
     config = job_config(kafka_pair, f"alo-{uid}", f"it-{uid}-.*", f"billing-{uid}-.*", tmp_path / "checkpoints",
                         exactly_once=False)
     state = tmp_path / "state"
@@ -228,17 +235,10 @@ def test_at_least_once_mirror_new_topics_crash_and_failover(kafka_pair, spark_re
             assert len(target[p]) == len(source[p]) == 1000
             assert digest(target[p]) == digest(source[p]), f"partition {p}: keys, values, headers, timestamps, order"
         # the target topic was created like MM2 does it: same partitions, the source's topic configs
-        described = AdminClient({"bootstrap.servers": dr}).describe_configs(
-            [__import__("confluent_kafka.admin", fromlist=["ConfigResource"]).ConfigResource("topic", orders)])
+        dr_admin = AdminClient({"bootstrap.servers": dr})
+        described = dr_admin.describe_configs([ConfigResource("topic", orders)])
         configs = next(iter(described.values())).result(30)
         assert configs["max.message.bytes"].value == "2000000"
-
-        # a consumer on dr is active in live_group: its offsets must not be touched
-        live = Consumer({"bootstrap.servers": dr, "group.id": live_group, "enable.auto.commit": False})
-        live.subscribe([orders])
-        stop_live = threading.Event()
-        poller = threading.Thread(target=lambda: [live.poll(0.2) for _ in iter(lambda: stop_live.is_set(), True)])
-        poller.start()
 
         # a topic created while the job runs is picked up
         create_topic(primary, later, 3)
@@ -293,6 +293,8 @@ def test_at_least_once_mirror_new_topics_crash_and_failover(kafka_pair, spark_re
         assert figures["topics"][orders]["replicationLatencyMsAvg"] is not None
     finally:
         mirror.stop(deployment)
+        stop_live.set()
+        poller.join()
     assert mirror.status(deployment).state == "stopped"
 
 
