@@ -239,11 +239,11 @@ def perf_ceiling(primary: str, dr: str, topic: str, count: int, size: int, libs:
                 "p50": float(parts[4].split()[0]), "p99": float(parts[6].split()[0])}
     consumer_rate = None
     run = subprocess.run([java, "-Xmx1g", "-cp", cp, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
-                          primary, "--topic", topic, "--messages", str(count)], capture_output=True, text=True, timeout=1800)
+                          primary, "--topic", topic, "--num-records", str(count)], capture_output=True, text=True, timeout=1800)
     lines = [line for line in run.stdout.splitlines() if line and line[0].isdigit()]
     if lines:
         fields = [f.strip() for f in lines[-1].split(",")]
-        consumer_rate = float(fields[5])  # nMsg.sec
+        consumer_rate = float(fields[9] if len(fields) > 9 else fields[5])  # fetch.nMsg.sec: without the group join
     return {"producer": produced, "consumer_records_per_s": consumer_rate}
 
 
