@@ -6,7 +6,7 @@
 #   pulumi-resource-pulumi-python   } (the program launcher and the dynamic-provider plugin)
 # The version comes from tools/pulumi/go.mod, which must agree with PULUMI_VERSION in
 # scripts/versions.env. Needs Go; the Go module and build caches stay at their defaults, so a
-# rebuild after a cache wipe of $MM2SPEC_CACHE only relinks. A cold build takes several minutes.
+# rebuild after a wipe of $MM2SPEC_CACHE only relinks (~30 s). A cold build takes 8-30 minutes.
 # Usage: scripts/install-pulumi.sh [--force]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -59,7 +59,7 @@ mkdir -p "$tmp/bin"
 
 ldflags="-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$want"
 start=$SECONDS
-step "building pulumi $want: SLOW the first time (downloads ~1 GB of Go modules and compiles for ~7-10 minutes on 2 cores); a warm Go build cache makes it take seconds"
+step "building pulumi $want: SLOW the first time : ~1.5 GB of Go modules, then ~8 minutes of compiling on an idle 2-core machine, 30 on a busy one; with a warm Go build cache it only relinks (~30 s)"
 go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 step "building pulumi-language-python"
 go build -p "$jobs" -trimpath -ldflags "-X main.version=$want" -o "$tmp/bin/pulumi-language-python" ./cmd/pulumi-language-python
