@@ -59,7 +59,7 @@ mkdir -p "$tmp/bin"
 
 ldflags="-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$want"
 start=$SECONDS
-step "building pulumi $want: SLOW the first time : ~1.5 GB of Go modules, then ~8 minutes of compiling on an idle 2-core machine, 30 on a busy one; with a warm Go build cache it only relinks (~30 s)"
+step "building pulumi $want: SLOW the first time: ~1.5 GB of Go modules, then ~8 minutes of compiling on an idle 2-core machine, 30 on a busy one; with a warm Go build cache it only relinks (~30 s)"
 go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 step "building pulumi-language-python"
 go build -p "$jobs" -trimpath -ldflags "-X main.version=$want" -o "$tmp/bin/pulumi-language-python" ./cmd/pulumi-language-python
