@@ -14,7 +14,7 @@ from typing import Literal, Mapping
 
 from mm2spec.kafka import LiveTopic
 from mm2spec.model import AclBinding, DesiredState, MirrorFlow
-from mm2spec.patterns import python_regex
+from mm2spec.patterns import NameSelector, python_regex
 
 # Topic configs MM2's DefaultConfigPropertyFilter never copies to the target (cluster-specific).
 NOT_SYNCED_CONFIGS = frozenset({
@@ -71,20 +71,31 @@ class DesiredResources:
     resolutions: tuple[PatternResolution, ...] = field(default=())
 
 
-def _matches_any(patterns, name: str) -> bool:
-    return any(python_regex(p).fullmatch(name) for p in patterns)
+def _select(names, include, exclude) -> list[str]:
+    wanted, unwanted = NameSelector(include), NameSelector(exclude)
+    return sorted(n for n in names if wanted.matches(n) and not unwanted.matches(n))
 
 
 def mirrored_topics(flow: MirrorFlow, source_topics: Mapping[str, LiveTopic]) -> list[str]:
     """Source topics the flow mirrors: any ``topics`` pattern, no exclude (MM2's defaults included)."""
-    include = [p.text for p in flow.topics]
-    return sorted(name for name in source_topics
-                  if _matches_any(include, name) and not _matches_any(flow.topics_exclude_all, name))
+    return _select(source_topics, [p.text for p in flow.topics], flow.topics_exclude_all)
 
 
 def mirrored_groups(flow: MirrorFlow, groups) -> list[str]:
-    include = [p.text for p in flow.groups]
-    return sorted(g for g in groups if _matches_any(include, g) and not _matches_any(flow.groups_exclude_all, g))
+    return _select(groups, [p.text for p in flow.groups], flow.groups_exclude_all)
+
+
+def _resolve_patterns(flow: MirrorFlow, field: str, patterns, selected: list[str]) -> list[PatternResolution]:
+    """What each pattern matched among the selected names (a literal matches at most itself)."""
+    chosen = set(selected)
+    out = []
+    for pattern in patterns:
+        if pattern.kind == "literal" and pattern.value != "*":
+            matched = (pattern.value,) if pattern.value in chosen else ()
+        else:
+            matched = tuple(n for n in selected if pattern.matches(n))
+        out.append(PatternResolution(flow.name, field, pattern.text, matched))
+    return out
 
 
 def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> DesiredResources:
@@ -97,10 +108,9 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
     resolutions: list[PatternResolution] = []
     for flow in state.mirrors:
         source = sources[flow.source]
-        for pattern in flow.topics:
-            matched = tuple(n for n in mirrored_topics(flow, source.topics) if pattern.matches(n))
-            resolutions.append(PatternResolution(flow.name, "topics", pattern.text, matched))
-        for name in mirrored_topics(flow, source.topics):
+        selected = mirrored_topics(flow, source.topics)
+        resolutions += _resolve_patterns(flow, "topics", flow.topics, selected)
+        for name in selected:
             live = source.topics[name]
             configs = ()
             if flow.sync_topic_configs:
@@ -109,9 +119,7 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
                              f"{flow.name}: mirror of {flow.source}/{name}", "mirror",
                              allow_replacement=flow.allow_topic_replacement, source_topic=name)
             topics.setdefault(spec.key, spec)
-        for pattern in flow.groups:
-            matched = tuple(g for g in mirrored_groups(flow, source.groups) if pattern.matches(g))
-            resolutions.append(PatternResolution(flow.name, "groups", pattern.text, matched))
+        resolutions += _resolve_patterns(flow, "groups", flow.groups, mirrored_groups(flow, source.groups))
     return DesiredResources(tuple(topics.values()), tuple(desired_acls(state, sources)), tuple(resolutions))
 
 

@@ -8,8 +8,9 @@ renders a plan as text, markdown or JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
 
 from mm2spec.connect import ConnectClient
 from mm2spec.desired import DesiredResources, PatternResolution, TopicSpec, desired_resources, snapshot_sources
@@ -88,19 +89,25 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectCli
     aliases = list(dict.fromkeys([m.source for m in state.mirrors] + [m.target for m in state.mirrors]
                                  + [state.connect.cluster]))
     admins = {alias: admin_for(alias) for alias in aliases}
-    for admin in admins.values():
-        admin.ping()  # an unreachable cluster is an error that names it, never an empty plan
-    infos = []
-    for alias in aliases:
+
+    def cluster_info(alias: str) -> ClusterInfo:
+        admins[alias].ping()  # an unreachable cluster is an error that names it, never an empty plan
         authorizer = admins[alias].authorizer_enabled() if state.manage_acls else None
-        infos.append(ClusterInfo(alias, state.cluster(alias).bootstrap,
-                                 admins[alias].default_replication_factor(), authorizer))
+        return ClusterInfo(alias, state.cluster(alias).bootstrap, admins[alias].default_replication_factor(), authorizer)
+
+    # Clusters are independent: read them concurrently (the clients wait on the network, not the GIL).
+    infos = _each(cluster_info, aliases)
+    by_alias = {i.alias: i for i in infos}
     resources = desired_resources(state, snapshot_sources(state, lambda alias: admins[alias]))
-    changes: list[ResourceChange] = []
-    changes += _topic_changes(resources, admins, {i.alias: i for i in infos})
     notes: list[str] = []
-    if state.manage_acls:
-        changes += _acl_changes(state, resources, admins, {i.alias: i for i in infos}, notes)
+
+    def cluster_changes(alias: str) -> list[ResourceChange]:
+        found = _topic_changes(alias, [t for t in resources.topics if t.cluster == alias], admins[alias], by_alias[alias])
+        if state.manage_acls:
+            found += _acl_changes(state, alias, resources, admins[alias], by_alias[alias], notes)
+        return found
+
+    changes: list[ResourceChange] = [c for found in _each(cluster_changes, aliases) for c in found]
     if state.engine == "connect":
         if connect is None and state.connect.rest_url:
             connect = ConnectClient(state.connect.rest_url)
@@ -124,20 +131,23 @@ def _rf_detail(spec: TopicSpec, info) -> str:
     return f"replication factor -1 (broker default: {default if default is not None else 'unknown'})"
 
 
-def _topic_changes(resources: DesiredResources, admins: Mapping[str, KafkaAdmin], infos) -> list[ResourceChange]:
-    by_cluster: dict[str, list[TopicSpec]] = {}
-    for spec in resources.topics:
-        by_cluster.setdefault(spec.cluster, []).append(spec)
+def _each(fn, items: list) -> list:
+    """``fn`` over ``items`` in threads, results in order; the first exception propagates."""
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def _topic_changes(alias: str, specs: list[TopicSpec], admin: KafkaAdmin, info: ClusterInfo) -> list[ResourceChange]:
+    if not specs:
+        return []
+    live = admin.topics(names=[s.name for s in specs])  # one DescribeTopics + one DescribeConfigs
     changes = []
-    for alias, specs in by_cluster.items():
-        live = admins[alias].topics(names=[s.name for s in specs])  # one metadata + one DescribeConfigs
-        for spec in specs:
-            change = diff_topic(spec.name, spec.partitions, dict(spec.configs), live.get(spec.name),
-                                spec.replication_factor, spec.allow_replacement)
-            plural = "s" if spec.partitions != 1 else ""
-            detail = f"{spec.partitions} partition{plural}, {_rf_detail(spec, infos.get(alias))}; {spec.purpose}"
-            changes.append(ResourceChange(alias, "topic", spec.name, change.action, change.changes,
-                                          change.reason, detail))
+    for spec in specs:
+        change = diff_topic(spec.name, spec.partitions, dict(spec.configs), live.get(spec.name),
+                            spec.replication_factor, spec.allow_replacement)
+        plural = "s" if spec.partitions != 1 else ""
+        detail = f"{spec.partitions} partition{plural}, {_rf_detail(spec, info)}; {spec.purpose}"
+        changes.append(ResourceChange(alias, "topic", spec.name, change.action, change.changes, change.reason, detail))
     return changes
 
 
@@ -145,20 +155,17 @@ def acl_label(b: AclBinding) -> str:
     return f"{b.permission} {b.principal} {b.operation} {b.resource_type} {b.pattern_type} {b.resource_name}"
 
 
-def _acl_changes(state: DesiredState, resources: DesiredResources, admins, infos, notes: list[str]) -> list[ResourceChange]:
-    changes = []
-    for alias, admin in admins.items():
-        desired = [b for b in resources.acls if b.cluster == alias]
-        if not infos[alias].authorizer:
-            if desired:
-                notes.append(f'cluster "{alias}" has no authorizer: its {len(desired)} ACL bindings are not compared')
-            continue
-        live = admin.acls(state.principal)
-        create, delete = diff_acls(desired, live)
-        changes += [ResourceChange(alias, "acl", acl_label(b), "create", detail=b.reason) for b in create]
-        changes += [ResourceChange(alias, "acl", acl_label(b), "delete",
-                                   detail="bound to the principal but not needed by the spec") for b in delete]
-    return changes
+def _acl_changes(state: DesiredState, alias: str, resources: DesiredResources, admin: KafkaAdmin,
+                 info: ClusterInfo, notes: list[str]) -> list[ResourceChange]:
+    desired = [b for b in resources.acls if b.cluster == alias]
+    if not info.authorizer:
+        if desired:
+            notes.append(f'cluster "{alias}" has no authorizer: its {len(desired)} ACL bindings are not compared')
+        return []
+    create, delete = diff_acls(desired, admin.acls(state.principal))  # one DescribeAcls
+    return ([ResourceChange(alias, "acl", acl_label(b), "create", detail=b.reason) for b in create] +
+            [ResourceChange(alias, "acl", acl_label(b), "delete", detail="bound to the principal but not needed by the spec")
+             for b in delete])
 
 
 def _connector_changes(state: DesiredState, connect: ConnectClient) -> list[ResourceChange]:
