@@ -110,8 +110,9 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") ->
                         continue
                     position = msg.offset() + 1
                     records.append((msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]))
-                # read_committed stops at transaction markers and open transactions: idle means done
-                if idle >= 2 and isolation == "read_committed":
+                # transaction markers take offsets but are never delivered, and read_committed stops
+                # at open transactions: two idle rounds mean done
+                if idle >= 2:
                     break
             out[partition] = records
         return out
@@ -333,7 +334,6 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
         assert set(translated) == {(remote, p) for p in range(3)}
         # transaction markers take offsets downstream, so compare by position: the record a failed-over
         # consumer reads first is the one the source group would have read next (or an earlier one)
-        target_uncommitted = read_all(dr, remote)
         for (t, p), offset in translated.items():
             consumed = source[p][:1000]
             consumer = Consumer({"bootstrap.servers": dr, "group.id": f"it-check-{uid}", "isolation.level": "read_committed"})
@@ -347,7 +347,6 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
             consumer.close()
             index = source[p].index(first)
             assert 1000 - 101 <= index <= 1000, (p, offset, index)
-        assert target_uncommitted  # (read to make sure the uncommitted view is readable too)
         figures = mirror.status(deployment).flows["primary-to-dr"]
         assert figures["delivery"] == "exactly-once"
     finally:
