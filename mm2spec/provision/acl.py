@@ -1,22 +1,34 @@
-"""The ACL bindings of one principal on one resource pattern, as one Pulumi resource.
+"""ACL bindings as Pulumi resources: one resource per statement of the spec, not per binding.
 
-One resource per (cluster, principal, resource type, resource name, pattern type, permission,
-host) holds the *operations* allowed there, rather than one resource per operation: a mirrored
-topic needs six operations on the target and three on the source, and a thousand topics would
-otherwise be nine thousand resources for every preview to walk through.
+A resource holds the bindings of one principal, resource type, pattern type, permission and host
+on a cluster, as ``resources``: resource name -> allowed operations.
 
-Inputs: ``cluster`` and ``connection`` (see ``connection``), ``password`` (secret), ``binding``:
-``principal``, ``resourceType`` (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID), ``resourceName``,
-``patternType`` (LITERAL, PREFIXED), ``permission`` and ``host``; ``operations`` (sorted) and
-``reasons`` (why the spec wants them; for the reader). Outputs add ``preexisting``: the operations
-already allowed before the stack created the resource, which ``destroy`` leaves in place.
+- A binding the spec states directly (a literal topic or group, a prefix, the cluster, the
+  Connect worker's topics and transactional IDs) gets a resource of its own, named
+  ``<cluster>/<principal>/<TYPE>/<PATTERN>/<name>``, holding that one name.
+- A regular expression cannot be an ACL, so the spec's regex selectors resolve against the live
+  source cluster to literal names; all the names one regex matches share one resource, named
+  ``<cluster>/<principal>/<TYPE>/matching/<regex>`` (with the target prefix of the default
+  replication policy, if any, as ``<prefix>(<regex>)``). A new matching topic updates it.
 
-Replaced (delete first, as old and new may share bindings): any identity field. In place: the
-operations, through ``mm2spec.diff.diff_acls`` on the bindings they stand for.
+So the number of ACL resources follows the size of the spec, not the number of topics on the
+cluster: a regex matching a thousand topics is two resources (source and target), where one
+resource per topic would be two thousand for every preview to walk through.
+
+Inputs: ``cluster``, ``connection``, ``password`` (secret; see ``connection``), ``binding``
+(``principal``, ``resourceType``: TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID; ``patternType``:
+LITERAL, PREFIXED; ``permission``, ``host``), ``resources`` (name -> sorted operations) and
+``reasons`` (why the spec wants them, for the reader). Outputs add ``preexisting``: bindings that
+were already there when the stack created the resource; ``destroy`` leaves those in place.
+
+Replaced (delete first, as old and new may share bindings): the cluster or anything in
+``binding``. In place: ``resources``, through ``mm2spec.diff.diff_acls`` on the bindings they
+stand for (the diff ``mm2spec plan`` uses).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -32,14 +44,15 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from mm2spec.desired import SourceSnapshot, desired_acls
 from mm2spec.diff import diff_acls
-from mm2spec.model import AclBinding
+from mm2spec.model import AclBinding, DesiredState
 from mm2spec.provision import connection
 from mm2spec.provision.connection import CONNECTION_KEYS
 
-BINDING_KEYS = ("principal", "resourceType", "resourceName", "patternType", "permission", "host")
+BINDING_KEYS = ("principal", "resourceType", "patternType", "permission", "host")
 IDENTITY_KEYS = ("cluster", "binding")
-INPUT_KEYS = CONNECTION_KEYS + ("binding", "operations", "reasons")
+INPUT_KEYS = CONNECTION_KEYS + ("binding", "resources", "reasons")
 RESOURCE_TYPES = ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
@@ -48,36 +61,62 @@ OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "
 
 @dataclass(frozen=True)
 class AclGroup:
-    """Bindings that differ only by operation: what one ``Acl`` resource manages."""
+    """The bindings one ``Acl`` resource manages."""
 
+    name: str
+    """The Pulumi resource name (see the module docstring)."""
     cluster: str
     principal: str
     resource_type: str
-    resource_name: str
     pattern_type: str
     permission: str
     host: str
-    operations: tuple[str, ...]
+    resources: tuple[tuple[str, tuple[str, ...]], ...]
+    """(resource name, sorted operations), sorted by name."""
     reasons: tuple[str, ...]
 
-    @property
-    def resource_name_key(self) -> str:
-        """The Pulumi resource name: readable, unique per group."""
-        suffix = "" if (self.permission, self.host) == ("ALLOW", "*") else f"/{self.permission}/{self.host}"
-        return (f"{self.cluster}/{self.principal}/{self.resource_type}/{self.pattern_type}/"
-                f"{self.resource_name}{suffix}")
 
-
-def group_bindings(bindings: Iterable[AclBinding]) -> list[AclGroup]:
-    """Bindings grouped per resource pattern, in a stable order."""
-    groups: dict[tuple, tuple[set, set]] = {}
+def _group(name: str, bindings: list[AclBinding]) -> AclGroup:
+    first = bindings[0]
+    operations: dict[str, set[str]] = {}
     for b in bindings:
-        key = (b.cluster, b.principal, b.resource_type, b.resource_name, b.pattern_type, b.permission, b.host)
-        operations, reasons = groups.setdefault(key, (set(), set()))
-        operations.add(b.operation)
-        if b.reason:
-            reasons.add(b.reason)
-    return [AclGroup(*key, tuple(sorted(ops)), tuple(sorted(reasons))) for key, (ops, reasons) in sorted(groups.items())]
+        operations.setdefault(b.resource_name, set()).add(b.operation)
+    return AclGroup(name, first.cluster, first.principal, first.resource_type, first.pattern_type, first.permission,
+                    first.host, tuple((n, tuple(sorted(ops))) for n, ops in sorted(operations.items())),
+                    tuple(sorted({b.reason for b in bindings if b.reason})))
+
+
+def _split(bindings: Iterable[AclBinding], label) -> dict[tuple, list[AclBinding]]:
+    groups: dict[tuple, list[AclBinding]] = {}
+    for b in bindings:
+        key = (b.cluster, b.principal, b.resource_type, b.pattern_type, b.permission, b.host, label(b))
+        groups.setdefault(key, []).append(b)
+    return groups
+
+
+def _name(key: tuple) -> str:
+    cluster, principal, rtype, _pattern, permission, host, label = key
+    suffix = "" if (permission, host) == ("ALLOW", "*") else f"/{permission}/{host}"
+    return f"{cluster}/{principal}/{rtype}/{label}{suffix}"
+
+
+def acl_groups(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> list[AclGroup]:
+    """The ACL resources for ``state``: its bindings as ``mm2spec.desired.desired_acls`` wants them,
+    grouped per spec statement. Every wanted binding is in exactly one group."""
+    if not state.manage_acls:
+        return []
+    stated = desired_acls(dataclasses.replace(state, acl_patterns=()), sources)
+    seen = {b.key for b in stated}
+    groups = [_group(_name(key), bs)
+              for key, bs in sorted(_split(stated, lambda b: f"{b.pattern_type}/{b.resource_name}").items())]
+    for pattern in state.acl_patterns:
+        resolved = desired_acls(dataclasses.replace(state, acl_bindings=(), acl_patterns=(pattern,)), sources)
+        fresh = [b for b in resolved if b.key not in seen]
+        seen.update(b.key for b in fresh)
+        regex = f"{pattern.name_prefix}({pattern.regex})" if pattern.name_prefix else pattern.regex
+        for key, bs in sorted(_split(fresh, lambda _b: f"matching/{regex}").items()):
+            groups.append(_group(_name(key), bs))
+    return groups
 
 
 def acl_inputs(group: AclGroup, conn: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,29 +125,29 @@ def acl_inputs(group: AclGroup, conn: Mapping[str, Any]) -> dict[str, Any]:
         "binding": {
             "principal": group.principal,
             "resourceType": group.resource_type,
-            "resourceName": group.resource_name,
             "patternType": group.pattern_type,
             "permission": group.permission,
             "host": group.host,
         },
-        "operations": list(group.operations),
+        "resources": {name: list(ops) for name, ops in group.resources},
         "reasons": list(group.reasons),
     }
 
 
-def bindings_of(props: Mapping[str, Any], operations: Iterable[str] | None = None) -> list[AclBinding]:
-    """The bindings a resource's props stand for (all its operations, or those given)."""
-    ops = (props.get("operations") or ()) if operations is None else operations
+def bindings_of(props: Mapping[str, Any], resources: Mapping[str, Iterable[str]] | None = None) -> list[AclBinding]:
+    """The bindings a resource's props stand for (its ``resources``, or those given)."""
     b = props.get("binding") or {}
-    return [AclBinding(props["cluster"], b["principal"], b["resourceType"], b["resourceName"], b["patternType"],
-                       op, b.get("permission") or "ALLOW", b.get("host") or "*")
-            for op in ops]
+    wanted = (props.get("resources") or {}) if resources is None else resources
+    return [AclBinding(props["cluster"], b["principal"], b["resourceType"], name, b["patternType"], op,
+                       b.get("permission") or "ALLOW", b.get("host") or "*")
+            for name, ops in sorted(wanted.items()) for op in ops]
 
 
-def _where(props: Mapping[str, Any]) -> str:
-    b = props.get("binding") or {}
-    return (f'cluster "{props["cluster"]}": ACLs of {b.get("principal")} on {b.get("resourceType")} '
-            f'{b.get("patternType")} {b.get("resourceName")}')
+def _as_map(bindings: Iterable[AclBinding]) -> dict[str, list[str]]:
+    result: dict[str, list[str]] = {}
+    for b in bindings:
+        result.setdefault(b.resource_name, []).append(b.operation)
+    return {name: sorted(ops) for name, ops in sorted(result.items())}
 
 
 class AclProvider(ResourceProvider):
@@ -131,11 +170,14 @@ class AclProvider(ResourceProvider):
                 failures.append(CheckFailure("binding", f"patternType must be one of {', '.join(PATTERN_TYPES)}"))
             if ":" not in str(binding["principal"]):
                 failures.append(CheckFailure("binding", "a principal reads TYPE:NAME, e.g. User:mm2"))
-        operations = news.get("operations") or []
-        unknown = [op for op in operations if op not in OPERATIONS]
-        if not operations or unknown:
-            failures.append(CheckFailure("operations", f"need at least one of {', '.join(OPERATIONS)}"
-                                         + (f"; unknown: {', '.join(map(str, unknown))}" if unknown else "")))
+        resources = news.get("resources")
+        if not isinstance(resources, dict) or not resources:
+            failures.append(CheckFailure("resources", "at least one resource name with its operations"))
+        else:
+            unknown = sorted({str(op) for ops in resources.values() for op in (ops or [None]) if op not in OPERATIONS})
+            if unknown:
+                failures.append(CheckFailure("resources", f"unknown operations {', '.join(unknown)}; "
+                                                          f"known: {', '.join(OPERATIONS)}"))
         return CheckResult(news, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -149,41 +191,44 @@ class AclProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = connection.admin(props)
         b = props["binding"]
-        live = admin.acls(b["principal"], b["resourceType"], b["resourceName"], b["patternType"])
+        # One DescribeAcls for the whole group: the principal's bindings of this type and pattern.
+        live = admin.acls(b["principal"], b["resourceType"], None, b["patternType"])
         wanted = bindings_of(props)
-        preexisting = sorted(b.operation for b in wanted if b in live)
-        admin.create_acls(wanted)
+        preexisting = [w for w in wanted if w in live]
+        admin.create_acls([w for w in wanted if w not in live])
         outs = {k: props.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
-        outs["preexisting"] = preexisting
-        return CreateResult(pulumi_id(props), outs)
+        outs["preexisting"] = _as_map(preexisting)
+        return CreateResult(_id(props), outs)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         admin = connection.admin(news)
-        preexisting = set(olds.get("preexisting") or ())
+        preexisting = set(bindings_of(olds, olds.get("preexisting") or {}))
         create, delete = diff_acls(bindings_of(news), bindings_of(olds))
         admin.create_acls(create)
-        admin.delete_acls([b for b in delete if b.operation not in preexisting])
+        admin.delete_acls([d for d in delete if d not in preexisting])
         outs = {k: news.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
-        outs["preexisting"] = sorted(preexisting & set(news.get("operations") or ()))
+        outs["preexisting"] = _as_map(preexisting & set(bindings_of(news)))
         return UpdateResult(outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        preexisting = set(props.get("preexisting") or ())
-        owned = [b for b in bindings_of(props) if b.operation not in preexisting]
+        preexisting = set(bindings_of(props, props.get("preexisting") or {}))
+        owned = [b for b in bindings_of(props) if b not in preexisting]
         if owned:
             connection.admin(props, prefer_current=True).delete_acls(owned)
 
 
-def pulumi_id(props: Mapping[str, Any]) -> str:
+def _id(props: Mapping[str, Any]) -> str:
     b = props["binding"]
-    return "/".join([props["cluster"]] + [str(b[k]) for k in BINDING_KEYS])
+    names = sorted(props.get("resources") or {})
+    what = names[0] if len(names) == 1 else "matching"
+    return "/".join([props["cluster"], b["principal"], b["resourceType"], b["patternType"], what])
 
 
 PROVIDER = AclProvider()
 
 
 class Acl(Resource, module="kafka", name="Acl"):
-    """ACL bindings of one principal on one resource pattern (type ``pulumi-python:dynamic/kafka:Acl``)."""
+    """ACL bindings of one spec statement (type ``pulumi-python:dynamic/kafka:Acl``)."""
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
         secret = pulumi.ResourceOptions(additional_secret_outputs=[connection.PASSWORD])

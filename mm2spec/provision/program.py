@@ -12,7 +12,8 @@ clusters once, and declares the resources with ``declare``.
 - a ``Topic`` for every internal topic (replication factor -1, compacted) and for every source topic
   a mirror's patterns select today (the source's partition count and, with ``syncTopicConfigs``,
   its configs), from ``mm2spec.desired.desired_resources``, the list ``mm2spec plan`` uses too;
-- with ``acls.manage``, an ``Acl`` per principal and resource pattern on both clusters;
+- with ``acls.manage``, an ``Acl`` per statement of the spec on each cluster (a stated binding, or
+  every name one regex matches on the source today; see ``acl``);
 - engine ``connect``: the ``WorkerConfig`` file and a ``Connector`` per MM2 connector;
 - engine ``spark``: the ``SparkDeployment`` (its job config).
 """
@@ -31,7 +32,7 @@ from mm2spec.desired import DesiredResources, SourceSnapshot, desired_resources,
 from mm2spec.errors import Mm2specError
 from mm2spec.kafka import KafkaAdmin, SecretMissing
 from mm2spec.model import DesiredState
-from mm2spec.provision.acl import Acl, acl_inputs, group_bindings
+from mm2spec.provision.acl import Acl, acl_groups, acl_inputs
 from mm2spec.provision.connection import connection_inputs, provisioning_security
 from mm2spec.provision.connector import Connector, connector_inputs
 from mm2spec.provision.spark_deployment import SparkDeployment, spark_deployment_inputs
@@ -110,12 +111,11 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
 
     def acl_maker(group):
         def make() -> pulumi.Resource:
-            name = group.resource_name_key
-            declared.acls[name] = Acl(name, acl_inputs(group, connections[group.cluster]))
-            return declared.acls[name]
+            declared.acls[group.name] = Acl(group.name, acl_inputs(group, connections[group.cluster]))
+            return declared.acls[group.name]
         return make
 
-    makers = [topic_maker(spec) for spec in wanted.topics] + [acl_maker(g) for g in group_bindings(wanted.acls)]
+    makers = [topic_maker(spec) for spec in wanted.topics] + [acl_maker(g) for g in acl_groups(state, sources)]
 
     def dependents() -> None:
         ready = list(declared.topics.values()) + list(declared.acls.values())
@@ -199,8 +199,24 @@ def config_secret_lookup(config: pulumi.Config) -> SecretLookup:
     return lookup
 
 
+def _skip_source_positions() -> None:
+    """Do not record each resource's Python stack in the state.
+
+    The SDK walks the stack and turns every frame into a file URI for each resource (a fifth of the
+    program's time with thousands of resources, and a kilobyte of state per resource); the positions
+    only serve Pulumi Cloud's source links. Guarded: a later SDK without the hook is left as it is.
+    """
+    from pulumi.runtime import resource as registration
+
+    stack_trace = getattr(registration, "_get_stack_trace", None)
+    proto = getattr(getattr(registration, "source_pb2", None), "StackTrace", None)
+    if callable(stack_trace) and proto is not None:
+        registration._get_stack_trace = proto
+
+
 def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, SourceSnapshot]] | None = None) -> Declared:
     """Run the program for the current stack. ``snapshot`` replaces reading the source clusters (tests)."""
+    _skip_source_positions()
     try:
         config = pulumi.Config()
         root = project_root()

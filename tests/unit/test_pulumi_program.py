@@ -108,29 +108,55 @@ def test_prod_declares_internal_and_mirrored_topics_with_rf_minus_one(prod):
                                     "saslMechanism": "SCRAM-SHA-512", "username": "mm2", "passwordSecret": "DR_MM2_PASSWORD"}
 
 
-def test_prod_declares_one_acl_resource_per_principal_and_resource_pattern(prod):
+def test_prod_declares_one_acl_resource_per_stated_binding(prod):
     mocks, _ = run(prod, {"primary": "primary-pw-123", "dr": "dr-pw-456"})
     acls = {name: r.inputs for name, r in mocks.of_type(":Acl").items()}
-    assert acls["dr/User:mm2/TOPIC/LITERAL/orders"]["operations"] == TARGET_OPS
-    assert acls["primary/User:mm2/TOPIC/LITERAL/orders"]["operations"] == SOURCE_OPS
+    assert acls["dr/User:mm2/TOPIC/LITERAL/orders"]["resources"] == {"orders": TARGET_OPS}
+    assert acls["primary/User:mm2/TOPIC/LITERAL/orders"]["resources"] == {"orders": SOURCE_OPS}
     # "invoices-.*" is a plain prefix: PREFIXED on both clusters, not one ACL per matched topic.
-    assert acls["dr/User:mm2/TOPIC/PREFIXED/invoices-"]["operations"] == TARGET_OPS
-    assert acls["primary/User:mm2/TOPIC/PREFIXED/invoices-"]["operations"] == SOURCE_OPS
-    assert acls["dr/User:mm2/GROUP/PREFIXED/billing-"]["operations"] == ["DESCRIBE", "READ"]
-    assert acls["primary/User:mm2/CLUSTER/LITERAL/kafka-cluster"]["operations"] == ["DESCRIBE"]
-    assert acls["dr/User:mm2/CLUSTER/LITERAL/kafka-cluster"]["operations"] == ["ALTER", "DESCRIBE", "IDEMPOTENT_WRITE"]
+    assert acls["dr/User:mm2/TOPIC/PREFIXED/invoices-"]["resources"] == {"invoices-": TARGET_OPS}
+    assert acls["primary/User:mm2/TOPIC/PREFIXED/invoices-"]["resources"] == {"invoices-": SOURCE_OPS}
+    assert acls["dr/User:mm2/GROUP/PREFIXED/billing-"]["resources"] == {"billing-": ["DESCRIBE", "READ"]}
+    assert acls["primary/User:mm2/CLUSTER/LITERAL/kafka-cluster"]["resources"] == {"kafka-cluster": ["DESCRIBE"]}
+    assert acls["dr/User:mm2/CLUSTER/LITERAL/kafka-cluster"]["resources"] == {
+        "kafka-cluster": ["ALTER", "DESCRIBE", "IDEMPOTENT_WRITE"]}
     # prod keeps the base's exactlyOnce: the worker's transactional IDs.
     eos = acls["dr/User:mm2/TRANSACTIONAL_ID/PREFIXED/connect-mirrormaker-primary-to-dr-"]
-    assert eos["operations"] == ["DESCRIBE", "WRITE"]
+    assert eos["resources"] == {"connect-mirrormaker-primary-to-dr-": ["DESCRIBE", "WRITE"]}
     first = acls["dr/User:mm2/TOPIC/LITERAL/orders"]
-    assert first["binding"] == {"principal": "User:mm2", "resourceType": "TOPIC", "resourceName": "orders",
-                                "patternType": "LITERAL", "permission": "ALLOW", "host": "*"}
+    assert first["binding"] == {"principal": "User:mm2", "resourceType": "TOPIC", "patternType": "LITERAL",
+                                "permission": "ALLOW", "host": "*"}
     assert first["reasons"] and all(isinstance(r, str) for r in first["reasons"])
-    # Every binding of the compiled state is covered exactly once.
-    covered = {(i["cluster"], i["binding"]["resourceType"], i["binding"]["resourceName"], i["binding"]["patternType"], op)
-               for i in acls.values() for op in i["operations"]}
-    wanted = {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation) for b in prod.acl_bindings}
-    assert covered == wanted
+    assert covered(acls) == {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation)
+                             for b in prod.acl_bindings}
+
+
+def covered(acls: dict) -> set:
+    """Every (cluster, type, name, pattern, operation) the Acl resources hold, each exactly once."""
+    found = [(i["cluster"], i["binding"]["resourceType"], name, i["binding"]["patternType"], op)
+             for i in acls.values() for name, ops in i["resources"].items() for op in ops]
+    assert len(found) == len(set(found)), "a binding is managed by two resources"
+    return set(found)
+
+
+def test_a_regex_gives_one_acl_resource_for_all_the_names_it_matches_today(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    text = EXAMPLE.read_text().replace('topics: [orders, payments, "invoices-.*"]',
+                                       'topics: [orders, "(orders|audit|payments)"]')
+    spec.write_text(text.replace("replicationPolicy: identity ", "replicationPolicy: default  "))
+    state = load_desired_state(spec, "prod")
+    mocks, declared = run(state, {"primary": "p", "dr": "d"})
+    acls = {name: r.inputs for name, r in mocks.of_type(":Acl").items()}
+    source = acls["primary/User:mm2/TOPIC/matching/(orders|audit|payments)"]
+    # orders is also stated literally: its bindings stay with the literal resource, never in two.
+    assert source["resources"] == {"audit": SOURCE_OPS, "payments": SOURCE_OPS}
+    target = acls["dr/User:mm2/TOPIC/matching/primary.((orders|audit|payments))"]
+    assert target["resources"] == {"primary.audit": TARGET_OPS, "primary.payments": TARGET_OPS}
+    assert acls["dr/User:mm2/TOPIC/LITERAL/primary.orders"]["resources"] == {"primary.orders": TARGET_OPS}
+    assert sorted(t for t in declared.topics if "primary." in t and "internal" not in t) == [
+        "dr/primary.audit", "dr/primary.orders", "dr/primary.payments"]
+    assert covered(acls) == {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation)
+                             for b in declared.resources.acls}
 
 
 def test_passwords_are_secret_inputs_and_providers_pickle_by_reference(prod):
@@ -300,24 +326,28 @@ def test_topic_check_refuses_a_partition_decrease_unless_replacement_is_allowed(
 
 
 def acl_props(**changes):
-    binding = {"principal": "User:mm2", "resourceType": "TOPIC", "resourceName": "orders", "patternType": "LITERAL",
+    binding = {"principal": "User:mm2", "resourceType": "TOPIC", "patternType": "LITERAL",
                "permission": "ALLOW", "host": "*"}
     binding.update({k: changes.pop(k) for k in list(changes) if k in binding})
     props = {"cluster": "dr", "connection": {"bootstrapServers": "h:1"}, "binding": binding,
-             "operations": ["READ", "WRITE"], "reasons": ["r"], "password": "pw", "__provider": "x"}
+             "resources": {"orders": ["READ", "WRITE"]}, "reasons": ["r"], "password": "pw", "__provider": "x"}
     props.update(changes)
     return props
 
 
-def test_acl_diff_updates_operations_and_replaces_identity():
+def test_acl_diff_updates_resources_in_place_and_replaces_identity():
     provider = acl.AclProvider()
-    old = {**acl_props(), "preexisting": []}
+    old = {**acl_props(), "preexisting": {}}
     assert provider.diff("id", old, acl_props()).changes is False
-    assert provider.diff("id", old, acl_props(operations=["READ"])).changes is True
+    assert provider.diff("id", old, acl_props(password="rotated")).changes is False
+    assert provider.diff("id", old, acl_props(resources={"orders": ["READ"]})).changes is True
+    grown = provider.diff("id", old, acl_props(resources={"orders": ["READ", "WRITE"], "new": ["READ"]}))
+    assert grown.changes is True and not grown.replaces
     assert provider.diff("id", old, acl_props(patternType="PREFIXED")).replaces == ["binding"]
     assert [f.property for f in provider.check({}, acl_props(resourceType="USER")).failures] == ["binding"]
     assert not provider.check({}, acl_props()).failures
-    assert [f.property for f in provider.check({}, acl_props(operations=["FLY"])).failures] == ["operations"]
+    assert [f.property for f in provider.check({}, acl_props(resources={"x": ["FLY"]})).failures] == ["resources"]
+    assert [f.property for f in provider.check({}, acl_props(resources={})).failures] == ["resources"]
 
 
 def test_connector_diff_uses_the_connector_config_diff():
