@@ -34,7 +34,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,10 +76,13 @@ def fill(bootstrap: str, topic: str, count: int, size: int) -> None:
 
 
 def end_total(consumer: Consumer, topic: str) -> int:
-    metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-    if metadata is None or metadata.error:
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error:
+            return 0
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions)
+    except KafkaException:  # a topic created a moment ago: no leader yet
         return 0
-    return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions)
 
 
 def measure_backlog(dr: str, topic: str, expected: int, timeout: float = 1800) -> tuple[float, float]:
