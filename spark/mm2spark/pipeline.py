@@ -229,8 +229,15 @@ class FlowPipeline:
             configs = {self.target_topic(t): c for t, c in kafka.dynamic_topic_configs(self.source_admin, new_sources).items()}
         self.target_partitions.update(kafka.ensure_topics(self.target_admin, missing, configs, existing))
 
-    def batch_ranges(self, batch_id: int) -> dict[tuple[str, int], tuple[int, int]]:
+    def batch_ranges(self, batch_id: int, batch_df: DataFrame | None = None) -> dict[tuple[str, int], tuple[int, int]]:
         end = self.offset_log.end(batch_id)
+        if not end and batch_df is not None:
+            # The offset log could not be read (an unusual checkpoint file system): scan the batch
+            # instead -- slower, but a batch is never skipped for want of its ranges.
+            log.warning("flow=%s batch %d: no offsets in the checkpoint's offset log; scanning the batch",
+                        self.flow.name, batch_id)
+            rows = batch_df.groupBy("topic", "partition").agg(F.min("offset"), F.max("offset")).collect()
+            return {(r[0], r[1]): (r[2], r[3] + 1) for r in rows}
         start = self.offset_log.start(batch_id)
         new = [tp for tp in end if tp not in start]
         if new:
@@ -246,7 +253,7 @@ class FlowPipeline:
             raise
 
     def _process_batch(self, batch_df: DataFrame, batch_id: int) -> None:
-        ranges = {tp: r for tp, r in self.batch_ranges(batch_id).items() if r[1] > r[0]}
+        ranges = {tp: r for tp, r in self.batch_ranges(batch_id, batch_df).items() if r[1] > r[0]}
         if not ranges:
             return
         self.ensure_targets(set(ranges))
