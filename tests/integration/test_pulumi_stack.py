@@ -1,0 +1,249 @@
+"""The project's Pulumi program end to end: the real CLI (scripts/pulumi) on the secured dev clusters.
+
+The project under test is a temporary folder holding the repository's ``Pulumi.yaml`` (its
+virtualenv made absolute) and a ``pulumi`` symlink to the repository's program folder, so the
+program runs exactly as from the repository root (``pulumi/`` beside the project file, which must
+not shadow the SDK) while the stack config, the file backend and PULUMI_HOME stay in tmp. Cluster
+aliases, topic names and the ACL principal are unique per run, so nothing collides with other
+tests on the shared clusters.
+
+One stack goes through: an invalid spec and a missing secret fail the preview with actionable
+messages; preview lists the creates; ``up`` creates them (topics, ACLs on both clusters, the Spark
+job config); a second preview has no changes; a spec edit (a topic added, a topic config changed
+at the source, a group added) previews as exactly that and ``up`` applies it; a partition decrease
+is refused, and replaced once the mirror allows it; ``destroy`` removes what the stack created
+and nothing else. No password appears in any output or in the exported state.
+
+A missing Pulumi CLI fails the test when ``CI`` is set and skips it otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mm2spec.components import PROJECT_ROOT, ComponentMissing, components
+from mm2spec.dev import ADMIN_PASSWORD, MM2_PASSWORD
+from mm2spec.kafka import KafkaAdmin
+from mm2spec.model import Cluster, Security
+from specs import ADMIN_SECRET, MM2_SECRET, spec_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+WRAPPER = PROJECT_ROOT / "scripts" / "pulumi"
+PASSWORDS = (ADMIN_PASSWORD, MM2_PASSWORD)
+TARGET_OPS = ["ALTER", "ALTER_CONFIGS", "CREATE", "DESCRIBE", "READ", "WRITE"]
+
+
+@pytest.fixture(scope="module")
+def pulumi_bin() -> Path:
+    try:
+        return components().pulumi_bin
+    except ComponentMissing as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))
+
+
+class Stack:
+    """One stack of the project in a temporary folder, driven through scripts/pulumi."""
+
+    def __init__(self, root: Path, env: dict[str, str]):
+        self.root = root
+        self.project = root / "project"
+        self.env = env
+        self.transcript: list[str] = []
+
+    def run(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        done = subprocess.run([str(WRAPPER), *args, "--non-interactive"], cwd=self.project, capture_output=True,
+                              text=True, timeout=600, env={**self.env, **(env or {})})
+        shown = " ".join("<secret>" if "--secret" in args and a == args[-1] else a for a in args)
+        self.transcript.append(f"$ pulumi {shown}\n{done.stdout}\n{done.stderr}")
+        if check and done.returncode != 0:
+            pytest.fail(f"pulumi {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}", pytrace=False)
+        return done
+
+    def preview_steps(self) -> dict[str, str]:
+        """URN name -> operation, for every resource the preview would change."""
+        done = self.run("preview", "--json")
+        ops: dict[str, set[str]] = {}
+        for step in json.loads(done.stdout)["steps"]:
+            if step["op"] != "same" and "::pulumi:pulumi:Stack::" not in step["urn"]:
+                ops.setdefault(step["urn"].split("::")[-1], set()).add(step["op"])
+        # A replacement is several steps (create-replacement, replace, delete-replaced): one "replace".
+        return {name: "replace" if any("replace" in op for op in found) else found.pop() for name, found in ops.items()}
+
+
+def admin_for(broker, alias: str) -> KafkaAdmin:
+    security = Security("SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", "IT_ADMIN")
+    return KafkaAdmin(Cluster(alias, (broker.bootstrap,), security), secrets=lambda _name: ADMIN_PASSWORD)
+
+
+def wait_for(condition, what: str, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            assert value, f"timed out waiting for {what}"
+            return value
+        time.sleep(0.5)
+
+
+def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_path):
+    run_id = uuid.uuid4().hex[:6]
+    src, dst = f"src{run_id}", f"dst{run_id}"
+    principal = f"User:it-{run_id}"
+    orders, payments, outside, adopted = (f"{n}-{run_id}" for n in ("orders", "payments", "outside", "adopted"))
+    group = f"billing-{run_id}"
+    primary, dr = admin_for(secure_kafka_pair.primary, src), admin_for(secure_kafka_pair.dr, dst)
+    primary.create_topic(orders, 3, -1, {"retention.ms": "3600000"})
+    primary.create_topic(payments, 2, -1, {})
+    primary.create_topic(adopted, 1, -1, {})
+    dr.create_topic(outside, 1, -1, {})       # not in the spec: must survive destroy
+    dr.create_topic(adopted, 1, -1, {})       # in the spec but there before the stack: adopted, left in place
+
+    # The project: the repository's Pulumi.yaml and program folder, everything else in tmp.
+    stack = Stack(tmp_path, {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
+                             "PULUMI_HOME": str(tmp_path / "home"), "PULUMI_CONFIG_PASSPHRASE": "it-passphrase",
+                             "NO_COLOR": "1", MM2_SECRET: MM2_PASSWORD})
+    stack.env.pop(ADMIN_SECRET, None)
+    dr_admin_secret = f"IT_DR_ADMIN_{run_id.upper()}"
+    stack.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    (tmp_path / "state").mkdir()
+    stack.project.mkdir()
+    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text().replace(
+        "virtualenv: .venv", f"virtualenv: {PROJECT_ROOT / '.venv'}"))
+    (stack.project / "pulumi").symlink_to(PROJECT_ROOT / "pulumi")
+    assert not (PROJECT_ROOT / "pulumi" / "__init__.py").exists(), "pulumi/ must stay a plain program folder"
+
+    def write(topics, groups=(), **mirror):
+        spec = spec_for(secure_kafka_pair, topics, groups, secure=True, manage_acls=True, name=f"it-{run_id}",
+                        mirror=mirror, connect={"cluster": "dr", "groupId": f"it-connect-{run_id}"})
+        spec["clusters"] = {src: spec["clusters"]["primary"], dst: spec["clusters"]["dr"]}
+        spec["mirrors"][0].update(source=src, target=dst)
+        spec["connect"]["cluster"] = dst
+        spec["acls"]["principal"] = principal
+        spec["clusters"][dst]["security"]["admin"]["passwordSecret"] = dr_admin_secret
+        (stack.project / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    stack.run("login")
+    stack.run("stack", "init", "it")
+    stack.run("config", "set", "mm2spec:spec", "spec.yaml")
+    stack.run("config", "set", "mm2spec:outDir", "out")
+
+    # An invalid spec stops the preview with located diagnostics, not a traceback.
+    write([orders], tasksMax=0)
+    bad = stack.run("preview", check=False)
+    assert bad.returncode != 0
+    assert "spec.yaml:" in bad.stdout and "/mirrors/0/tasksMax" in bad.stdout, bad.stdout
+    assert "Traceback" not in bad.stdout + bad.stderr
+
+    # Provisioning passwords: one cluster's as Pulumi secret config, the other's from the environment
+    # (MM2's own password is not needed to provision). Missing, they are named.
+    write([orders, "adopted-.*", f"(ordersx|{payments})"])
+    missing = stack.run("preview", check=False)
+    assert missing.returncode != 0 and "Traceback" not in missing.stdout
+    assert f"needs the secret {ADMIN_SECRET}" in missing.stdout and f"needs the secret {dr_admin_secret}" in missing.stdout
+    stack.run("config", "set", "--secret", ADMIN_SECRET, ADMIN_PASSWORD)
+    stack.env[dr_admin_secret] = ADMIN_PASSWORD
+
+    steps = stack.preview_steps()
+    expected = {
+        f"{dst}/{orders}", f"{dst}/{payments}", f"{dst}/{adopted}", f"{dst}/mm2-offset-syncs.{src}.internal",
+        f"{dst}/__it-connect-{run_id}-configs", f"{dst}/__it-connect-{run_id}-offsets",
+        f"{dst}/__it-connect-{run_id}-status", "spark-mirror",
+        f"{src}/{principal}/TOPIC/LITERAL/{orders}", f"{dst}/{principal}/TOPIC/LITERAL/{orders}",
+        f"{src}/{principal}/TOPIC/PREFIXED/adopted-", f"{dst}/{principal}/TOPIC/PREFIXED/adopted-",
+        f"{src}/{principal}/TOPIC/matching/(ordersx|{payments})",
+        f"{dst}/{principal}/TOPIC/matching/(ordersx|{payments})",
+        f"{src}/{principal}/CLUSTER/LITERAL/kafka-cluster", f"{dst}/{principal}/CLUSTER/LITERAL/kafka-cluster",
+        f"{dst}/{principal}/TOPIC/LITERAL/mm2-offset-syncs.{src}.internal",
+        f"{dst}/{principal}/GROUP/LITERAL/it-connect-{run_id}",
+        *(f"{dst}/{principal}/TOPIC/LITERAL/__it-connect-{run_id}-{k}" for k in ("configs", "offsets", "status")),
+    }
+    assert steps == {name: "create" for name in expected}, sorted(steps.items())
+    assert orders not in dr.topics(with_configs=False), "preview must not create anything"
+
+    up = stack.run("up", "--yes")
+    assert "Traceback" not in up.stdout
+    live = dr.topics(include_internal=True)
+    assert (live[orders].partitions, dict(live[orders].configs)) == (3, {"retention.ms": "3600000"})
+    assert live[payments].partitions == 2
+    assert live[f"mm2-offset-syncs.{src}.internal"].configs == {"cleanup.policy": "compact"}
+    assert live[f"__it-connect-{run_id}-offsets"].partitions == 25
+    target_acls = dr.acls(principal)
+    assert {b.operation for b in target_acls if b.resource_name == payments} == set(TARGET_OPS)
+    assert {b.operation for b in primary.acls(principal) if b.resource_name == orders} == {
+        "READ", "DESCRIBE", "DESCRIBE_CONFIGS"}
+    job = json.loads((stack.project / "out" / "spark-mirror.json").read_text())
+    assert job["flows"][0]["source.cluster.alias"] == src
+
+    stack.run("preview", "--expect-no-changes")
+
+    # A spec edit: a topic added, a source topic's config changed, a group added.
+    extra = f"extra-{run_id}"
+    primary.create_topic(extra, 4, -1, {})
+    primary.alter_topic_configs(orders, {"retention.ms": "7200000"})
+    write([orders, "adopted-.*", f"(ordersx|{payments})", extra], [group])
+    steps = stack.preview_steps()
+    assert steps == {
+        f"{dst}/{extra}": "create",
+        f"{src}/{principal}/TOPIC/LITERAL/{extra}": "create",
+        f"{dst}/{principal}/TOPIC/LITERAL/{extra}": "create",
+        f"{dst}/{orders}": "update",
+        f"{dst}/{src}.checkpoints.internal": "create",
+        f"{dst}/{principal}/TOPIC/LITERAL/{src}.checkpoints.internal": "create",
+        f"{src}/{principal}/GROUP/LITERAL/{group}": "create",
+        f"{dst}/{principal}/GROUP/LITERAL/{group}": "create",
+        "spark-mirror": "update",
+    }, sorted(steps.items())
+    stack.run("up", "--yes")
+    live = dr.topics(include_internal=True)
+    assert live[extra].partitions == 4 and live[orders].configs["retention.ms"] == "7200000"
+    assert {b.operation for b in dr.acls(principal) if b.resource_name == group} == {"DESCRIBE", "READ"}
+    stack.run("preview", "--expect-no-changes")
+
+    # A partition decrease (the source topic was re-created smaller) is refused...
+    primary.delete_topic(extra)
+    wait_for(lambda: extra not in primary.topics([extra], with_configs=False), f"{extra} to go")
+    wait_for(lambda: primary.create_topic(extra, 2, -1, {}, exist_ok=True), f"{extra} to be re-created")
+    refused = stack.run("preview", check=False)
+    assert refused.returncode != 0
+    assert f"topic {extra} has 4 partitions; Kafka cannot remove partitions" in refused.stdout, refused.stdout
+    assert "allowTopicReplacement: true" in refused.stdout
+    assert stack.run("up", "--yes", check=False).returncode != 0
+    assert dr.topics([extra], with_configs=False)[extra].partitions == 4, "a refused change must not be applied"
+    # ... and replaced once the mirror allows it.
+    write([orders, "adopted-.*", f"(ordersx|{payments})", extra], [group], allowTopicReplacement=True)
+    steps = stack.preview_steps()
+    assert steps[f"{dst}/{extra}"] == "replace"
+    # The other mirrored topics only record the new flag (an update without a Kafka call).
+    assert {name: op for name, op in steps.items() if op != "update"} == {f"{dst}/{extra}": "replace"}
+    stack.run("up", "--yes")
+    assert dr.topics([extra], with_configs=False)[extra].partitions == 2
+    stack.run("preview", "--expect-no-changes")
+
+    # Nothing secret anywhere: outputs, the exported state, the backend's files.
+    exported = stack.run("stack", "export").stdout
+    assert '"ciphertext"' in exported
+    backend = "".join(p.read_text(errors="replace") for p in (tmp_path / "state").rglob("*") if p.is_file())
+    everything = "\n".join(stack.transcript) + exported + backend
+    for password in PASSWORDS:
+        assert password not in everything, "a password leaked into Pulumi's output or state"
+
+    stack.run("destroy", "--yes")
+    left = dr.topics(with_configs=False, include_internal=True)
+    assert outside in left and adopted in left, "destroy removed a topic the stack did not create"
+    for gone in (orders, payments, extra, f"mm2-offset-syncs.{src}.internal", f"__it-connect-{run_id}-configs"):
+        assert gone not in left, f"destroy left {gone}"
+    assert {orders, payments, extra, adopted} <= set(primary.topics(with_configs=False)), "source topics survive"
+    assert not dr.acls(principal) and not primary.acls(principal)
+    assert not (stack.project / "out" / "spark-mirror.json").exists()
+    stack.run("stack", "rm", "it", "--yes")
