@@ -15,8 +15,10 @@ source alias, so the targets never collide):
 
 Throughput: records mirrored / time from the first record arriving on dr to the last (engine
 start-up excluded). Latency: afterwards, with the engine caught up, a producer writes 20 s at a
-fixed rate and a consumer on dr measures receive time minus source timestamp (timestamps are
-preserved by every engine); p50 and p99 over those records. Not a test: numbers depend on the
+fixed rate into a second topic of the same flow (``lat-<alias>``, so no engine mirrors another's
+latency records) and a consumer on dr measures receive time minus source timestamp (timestamps
+are preserved by every engine); p50 and p99 over those records. The Spark job runs with the
+rendered defaults (trigger 1 second, max.offsets.per.trigger 1,000,000). Not a test: numbers depend on the
 machine, and on everything else running on it.
 """
 
@@ -104,6 +106,23 @@ def measure_backlog(dr: str, topic: str, expected: int, timeout: float = 1800) -
         consumer.close()
 
 
+def warm_up(primary: str, dr: str, source: str, target: str, timeout: float = 180) -> None:
+    """A few records through the latency topic first: engines create target topics lazily."""
+    producer = Producer({"bootstrap.servers": primary})
+    for i in range(PARTITIONS * 10):
+        producer.produce(source, key=b"warm-%d" % i, value=b"x", partition=i % PARTITIONS)
+    producer.flush(60)
+    consumer = Consumer({"bootstrap.servers": dr, "group.id": "bench-watch"})
+    deadline = time.monotonic() + timeout
+    try:
+        while end_total(consumer, target) < PARTITIONS * 10:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{target}: warm-up records did not arrive within {timeout:.0f}s")
+            time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
 def measure_latency(primary: str, dr: str, source: str, target: str, size: int, isolation: str) -> list[float]:
     """End-to-end latencies (ms) of records written at a fixed rate while the mirror runs."""
     consumer = Consumer({"bootstrap.servers": dr, "group.id": f"bench-lat-{time.time_ns()}", "enable.auto.commit": False,
@@ -160,12 +179,12 @@ def pct(values: list[float], q: float) -> float | None:
 def spark_job(name: str, alias: str, primary: str, dr: str, topic: str, workdir: Path, exactly_once: bool) -> dict:
     return {
         "apiVersion": "mm2spec/v1", "name": name, "environment": "bench",
-        "spark": {"master": "local[2]", "trigger.interval": "1 second", "max.offsets.per.trigger": 200000,
+        "spark": {"master": "local[2]", "trigger.interval": "1 second", "max.offsets.per.trigger": 1000000,
                   "checkpoint.location": str(workdir / name / "checkpoints")},
         "flows": [{
             "name": f"{alias}-to-dr", "source.cluster.alias": alias, "target.cluster.alias": "dr",
             "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
-            "topics": topic, "groups": "none",
+            "topics": f"{topic},lat-{alias}", "groups": "none",
             "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
             "offset-syncs.topic.location": "target", "offset.lag.max": "100",
             "emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "false",
@@ -206,7 +225,8 @@ class Mm2Engine:
             "source.cluster.alias": alias, "target.cluster.alias": "dr",
             "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
             "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
-            "offset-syncs.topic.location": "target", "topics": topic, "heartbeats.replication.enabled": "false",
+            "offset-syncs.topic.location": "target", "topics": f"{topic},lat-{alias}",
+            "heartbeats.replication.enabled": "false",
             "replication.factor": "-1", "offset-syncs.topic.replication.factor": "-1", "sync.topic.acls.enabled": "false",
             "refresh.topics.interval.seconds": "1", "offset.lag.max": "100",
             "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
@@ -291,11 +311,15 @@ def main() -> int:
                 engine = {"spark-alo": lambda: SparkEngine(False), "spark-eos": lambda: SparkEngine(True),
                           "mm2": lambda: Mm2Engine(state.connect_url)}[engine_name]()
                 target = f"{alias}.{topic}"
+                latency_topic = f"lat-{alias}"
+                create_topic(primary, latency_topic)
                 log(f"{label}: {engine_name} mirroring into {target}")
                 try:
                     engine.start(primary, dr, topic, alias, workdir)
                     seconds, seen = measure_backlog(dr, target, count)
-                    latencies = measure_latency(primary, dr, topic, target, size, engine.isolation)
+                    warm_up(primary, dr, latency_topic, f"{alias}.{latency_topic}")
+                    latencies = measure_latency(primary, dr, latency_topic, f"{alias}.{latency_topic}", size,
+                                                engine.isolation)
                     rows.append((label, engine_name, count / seconds, mb / seconds, pct(latencies, 0.5),
                                  pct(latencies, 0.99), None))
                     log(f"{label}: {engine_name} {count / seconds:,.0f} rec/s; {seen - count} extra records")
