@@ -96,6 +96,8 @@ class FlowFigures:
     replication_latency_ms_max: float | None = None
     offsets_behind_latest: int | None = None
     batch_duration_ms: int | None = None
+    batch_phases_ms: dict = field(default_factory=dict)
+    """Spark's split of the last trigger: latestOffset, addBatch (the write), walCommit, ..."""
     skipped_replayed_records: int = 0
     offset_syncs_written: int = 0
     checkpoints_written: int = 0
@@ -278,6 +280,7 @@ class MirrorProgressListener(StreamingQueryListener):
             figures.batches += 1
             figures.last_batch_id = progress.batchId
             figures.batch_duration_ms = (progress.durationMs or {}).get("triggerExecution")
+            figures.batch_phases_ms = dict(progress.durationMs or {})
             behind = None
             for source in progress.sources or []:
                 value = (source.metrics or {}).get("maxOffsetsBehindLatest")
