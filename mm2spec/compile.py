@@ -221,10 +221,13 @@ def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster,
         allow(c, "TOPIC", topic, CONNECT_TOPIC_OPS, "Connect worker: internal topic")
     allow(c, "GROUP", connect.group_id, ("READ", "DESCRIBE"), "Connect worker: group membership")
     if any(flow.exactly_once for flow in mirrors):
-        # KIP-618: the worker's config-topic producer uses <group.id>-configs and source tasks use
-        # <group.id>-<connector>-<task>; one prefix covers both. Exactly-once also needs idempotence.
+        # KIP-618: the leader writes the config topic with transactional ID connect-cluster-<group.id>
+        # (a real worker is refused leadership without it), source tasks use <group.id>-<connector>-<task>.
+        # Exactly-once also needs idempotence.
+        allow(c, "TRANSACTIONAL_ID", f"connect-cluster-{connect.group_id}", ("WRITE", "DESCRIBE"),
+              "Connect worker: config topic writes as the leader")
         allow(c, "TRANSACTIONAL_ID", f"{connect.group_id}-", ("WRITE", "DESCRIBE"),
-              "Connect worker: exactly-once transactions", "PREFIXED")
+              "Connect worker: exactly-once transactions of source tasks", "PREFIXED")
         allow(c, "CLUSTER", "kafka-cluster", ("IDEMPOTENT_WRITE",), "Connect worker: idempotent producer")
         for flow in mirrors:
             if flow.exactly_once and flow.target != c:

@@ -63,6 +63,8 @@ def worker_properties(state: DesiredState) -> list[tuple[str, str]]:
         ("plugin.discovery", "service_load"),
         ("key.converter", BYTE_ARRAY_CONVERTER),
         ("value.converter", BYTE_ARRAY_CONVERTER),
+        # Connect's default SimpleHeaderConverter would write mirrored header values base64-encoded.
+        ("header.converter", BYTE_ARRAY_CONVERTER),
         ("offset.storage.topic", connect.offsets_topic),
         ("offset.storage.replication.factor", "-1"),
         ("offset.storage.partitions", "25"),
