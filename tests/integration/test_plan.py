@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import textwrap
 
-import yaml
-
 import pytest
 
 from mm2spec.cli import main
@@ -16,32 +14,9 @@ from mm2spec.desired import desired_resources, snapshot_sources
 from mm2spec.kafka import KafkaAdmin
 from mm2spec.model import AclBinding
 from mm2spec.render import connectors, render_files, write_files
+from specs import write_spec
 
 pytestmark = pytest.mark.integration
-
-
-def write_spec(path, pair, topics, groups=(), secure=False, engine="spark", rest_url=None, manage_acls=False):
-    """A spec for the fixture clusters: one identity flow primary -> dr."""
-    def cluster(broker):
-        spec = {"bootstrapServers": [broker.bootstrap]}
-        if secure:
-            spec["security"] = {"protocol": "SASL_PLAINTEXT", "saslMechanism": "SCRAM-SHA-512", "username": "mm2",
-                                "passwordSecret": "IT_MM2_PASSWORD",
-                                "admin": {"username": "admin", "passwordSecret": "IT_ADMIN_PASSWORD"}}
-        return spec
-
-    spec = {
-        "apiVersion": "mm2spec/v1", "kind": "DisasterRecovery", "metadata": {"name": "it-plan"},
-        "clusters": {"primary": cluster(pair.primary), "dr": cluster(pair.dr)},
-        "mirrors": [{"source": "primary", "target": "dr", "replicationPolicy": "identity", "topics": list(topics),
-                     "groups": list(groups), "tasksMax": 1}],
-        "engine": engine,
-        "acls": {"manage": manage_acls, "principal": "User:mm2"},
-    }
-    if rest_url:
-        spec["connect"] = {"cluster": "dr", "restUrl": rest_url}
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
 
 
 def plan_json(spec, capsys) -> tuple[int, dict]:
