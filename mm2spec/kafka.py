@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AclBinding as KAclBinding,
     AclBindingFilter,
@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
     ResourcePatternType,
     ResourceType,
 )
@@ -197,6 +198,18 @@ class KafkaAdmin:
             return None  # not allowed to describe the broker: the plan shows "broker default"
         entry = entries.get("default.replication.factor")
         return int(entry.value) if entry is not None and entry.value is not None else None
+
+    def end_offsets(self, topic: str, partitions: int) -> list[int]:
+        """The latest offset of each partition (ListOffsets, answered by the partition leaders)."""
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+        result = [0] * partitions
+        for tp, future in self._client.list_offsets(request, request_timeout=self.timeout).items():
+            try:
+                result[tp.partition] = future.result().offset
+            except KafkaException as exc:
+                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": end offsets of {topic}: '
+                                           f"{_describe_failure(exc)}") from None
+        return result
 
     def groups(self) -> list[str]:
         try:
