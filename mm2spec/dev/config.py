@@ -175,6 +175,7 @@ def connect_worker_properties(
         "group.id": group_id,
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "config.storage.topic": f"{group_id}-configs",
         "offset.storage.topic": f"{group_id}-offsets",
         "status.storage.topic": f"{group_id}-status",
