@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -432,4 +433,5 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
         metrics.state = "stopped" if exit_code == 0 else "failed"
         metrics.write_status()
         spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
     return exit_code
