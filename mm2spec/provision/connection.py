@@ -8,9 +8,10 @@ provisions with, i.e. the spec's ``security.admin`` when set) and ``password``, 
 The connection is one nested input rather than six: the Pulumi SDK's cost per resource grows with
 its number of top-level properties, and a spec may mean thousands of resources.
 
-Admin clients are cached per provider-host process, keyed by connection, so 1,000 topics do not
-open 1,000 connections; the cache lives in this module, not in a provider object, so nothing of it
-is ever pickled into the state.
+Admin clients are cached per provider-host thread, keyed by connection, so 1,000 topics do not open
+1,000 connections, yet the host's worker threads do not queue behind one another: a broker answers
+the requests of one connection in order, and CreateTopics holds its answer until the topic exists.
+The cache lives in this module, not in a provider object, so nothing of it is ever pickled.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ PASSWORD = "password"
 #: every resource as changed; ``delete`` prefers the secret's current value, see ``admin``).
 UNCOMPARED = frozenset({PASSWORD, "__provider"})
 
-_ADMINS: dict[tuple, KafkaAdmin] = {}
-_LOCK = threading.Lock()
+_ADMINS = threading.local()
 # Secret config handed to the provider host by Pulumi (``ResourceProvider.configure``), by name.
 _CONFIGURED: dict[str, str] = {}
 
@@ -92,7 +92,7 @@ def current_secret(name: str | None) -> str | None:
 
 
 def admin(props: Mapping[str, Any], prefer_current: bool = False) -> KafkaAdmin:
-    """A ``KafkaAdmin`` for the resource's cluster (cached per connection in this process).
+    """A ``KafkaAdmin`` for the resource's cluster (cached per connection and thread).
 
     ``prefer_current``: for ``delete``, whose inputs come from the state and may hold a password
     rotated since; the secret's current value (by its name) wins when it is available.
@@ -102,11 +102,12 @@ def admin(props: Mapping[str, Any], prefer_current: bool = False) -> KafkaAdmin:
     if prefer_current:
         password = current_secret(cluster.security.password_secret) or password
     key = (cluster, password)
-    with _LOCK:
-        found = _ADMINS.get(key)
-        if found is None:
-            found = KafkaAdmin(cluster, secrets=lambda _name: password)
-            _ADMINS[key] = found
+    cache = getattr(_ADMINS, "by_connection", None)
+    if cache is None:
+        cache = _ADMINS.by_connection = {}
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = KafkaAdmin(cluster, secrets=lambda _name: password)
     return found
 
 
