@@ -1,8 +1,8 @@
 """The Pulumi program: which resources a DR spec means, given the live source clusters.
 
 ``main`` is what ``pulumi/__main__.py`` runs. It reads the stack config (``mm2spec:spec``, the spec
-file relative to the project root; ``mm2spec:environment``; optional ``mm2spec:outDir``), loads and
-validates the spec (an invalid spec stops the run with mm2spec's ``FILE:LINE:COL`` diagnostics,
+file relative to the project root; ``mm2spec:environment``; optional ``mm2spec:outDir`` and
+``mm2spec:sparkRun``), loads and validates the spec (an invalid spec stops the run with mm2spec's ``FILE:LINE:COL`` diagnostics,
 before any resource is registered), looks each cluster's password up by the secret name the spec
 gives (Pulumi secret config first, then the environment variable of that name), reads the source
 clusters once, and declares the resources with ``declare``.
@@ -15,7 +15,7 @@ clusters once, and declares the resources with ``declare``.
 - with ``acls.manage``, an ``Acl`` per statement of the spec on each cluster (a stated binding, or
   every name one regex matches on the source today; see ``acl``);
 - engine ``connect``: the ``WorkerConfig`` file and a ``Connector`` per MM2 connector;
-- engine ``spark``: the ``SparkDeployment`` (its job config).
+- engine ``spark``: the ``SparkDeployment`` (its job config, and the running job with ``sparkRun``).
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ class ProgramSettings:
     """The project root (the folder of ``Pulumi.yaml``); relative paths are taken from it."""
     out_dir: str
     """Where rendered files go (worker config, Spark job config), relative to ``root`` or absolute."""
+    spark_run: bool = False
+    """Engine spark: also run the mirroring job (stack config ``mm2spec:sparkRun``), not only configure it."""
 
 
 @dataclass
@@ -128,7 +130,7 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
                     connector["name"], connector_inputs(state.connect.rest_url, connector), after)
         else:
             declared.spark_deployment = SparkDeployment(
-                "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root),
+                "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run),
                 pulumi.ResourceOptions(depends_on=ready))
 
     in_waves(makers, dependents)
@@ -231,7 +233,8 @@ def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping
 
         sources = (snapshot or snapshot_sources)(state, admin_for)
         out_dir = config.get("outDir") or f".mm2spec/out/{pulumi.get_stack()}"
-        declared = declare(state, sources, passwords, ProgramSettings(root, out_dir))
+        settings = ProgramSettings(root, out_dir, bool(config.get_bool("sparkRun")))
+        declared = declare(state, sources, passwords, settings)
     except Mm2specError as exc:
         # Shown as the run's error, without a Python traceback; nothing has been registered.
         raise pulumi.RunError(str(exc)) from None

@@ -1,33 +1,120 @@
 """The Spark mirroring deployment as a resource (engine ``spark``).
 
 Inputs: ``path``, ``root`` and ``content``: the Spark job's config (``spark-mirror.json``, from
-``mm2spec.render.spark_job_config``; MM2 key names, passwords only as ``${env:NAME}``). Replaced
-when the path changes; rewritten in place when the content does (see ``files``). The job reads
-the file when it starts, so a changed config takes effect at the job's next start.
+``mm2spec.render.spark_job_config``; MM2 key names, passwords only as ``${env:NAME}``); ``run``
+(stack config ``mm2spec:sparkRun``, default false): whether the stack also runs the job, through
+``mm2spec.mirror.start``/``stop`` (the driver on this machine, executors where ``spark.master``
+says); ``stateDir``: the job's folder (``job.json``, ``driver.pid``, ``driver.log``,
+``status.json``), by default ``.mm2spec/spark/<job name>`` as for ``mm2spec mirror``. Outputs add
+``file``, ``sha256`` and, when it runs, ``pid`` and ``configHash``.
+
+Replaced when the path changes. In place: new content is written (and a running job restarted
+with it: ``start`` replaces a job whose config differs), ``run`` starts or stops the job.
+``destroy`` stops the job and removes the file. Secrets the job config names are handed to the
+job's environment from the stack's secret config or this process's environment, never written.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from pathlib import Path
+from typing import Any, Mapping
 
 import pulumi
-from pulumi.dynamic import Resource
+from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, Resource, UpdateResult
 
+from mm2spec.errors import Mm2specError
 from mm2spec.model import DesiredState
+from mm2spec.provision import connection
+from mm2spec.provision.connection import ProvisionFailed
+from mm2spec.provision.files import INPUT_KEYS as FILE_KEYS
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
 from mm2spec.render import spark_job_config
 
 FILE_NAME = "spark-mirror.json"
+INPUT_KEYS = FILE_KEYS + ("run", "stateDir")
+#: How long ``up`` waits for a started job's first micro-batch before calling the start failed.
+START_TIMEOUT = 180.0
+_ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def spark_deployment_inputs(state: DesiredState, out_dir: str, root: str) -> dict[str, Any]:
+def spark_deployment_inputs(state: DesiredState, out_dir: str, root: str, run: bool = False,
+                            state_dir: str | None = None) -> dict[str, Any]:
     content = json.dumps(spark_job_config(state), indent=2) + "\n"
-    return file_inputs(f"{out_dir.rstrip('/')}/{FILE_NAME}", root, content)
+    props = file_inputs(f"{out_dir.rstrip('/')}/{FILE_NAME}", root, content)
+    props["run"] = run
+    props["stateDir"] = state_dir or f".mm2spec/spark/{state.name}"
+    return props
+
+
+def _state_dir(props: Mapping[str, Any]) -> Path:
+    folder = Path(props.get("stateDir") or f".mm2spec/spark/{json.loads(props['content']).get('name', 'mirror')}")
+    return folder if folder.is_absolute() else Path(props["root"]) / folder
+
+
+def job_environment(content: str) -> dict[str, str]:
+    """The secrets the job config references (``${env:NAME}``), from stack config or environment."""
+    names = sorted(set(_ENV_REFERENCE.findall(content)))
+    return {name: value for name in names if (value := connection.current_secret(name)) is not None}
 
 
 class SparkDeploymentProvider(RenderedFileProvider):
-    """Writes the Spark job config; holds nothing."""
+    """Writes the job config and, with ``run``, runs the job; holds nothing."""
+
+    def configure(self, req: ConfigureRequest) -> None:
+        connection.remember_config(req.config)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        if olds.get("path") != news.get("path"):
+            return DiffResult(changes=True, replaces=["path"])
+        changed = connection.changed_inputs(olds, news, ("content", "run", "stateDir"))
+        return DiffResult(changes=bool(changed))
+
+    def _outs(self, props: Mapping[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+        return {**written, "run": bool(props.get("run")), "stateDir": props.get("stateDir")}
+
+    def _start(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        from mm2spec import mirror
+
+        job = json.loads(props["content"])
+        spark = job.get("spark") or {}
+        checkpoints = spark.get("checkpoint.location")
+        if checkpoints and "://" not in checkpoints and not Path(checkpoints).is_absolute():
+            # Relative to the project root, as for `mm2spec mirror` run there (not to this process's cwd).
+            job["spark"] = {**spark, "checkpoint.location": str(Path(props["root"]) / checkpoints)}
+        try:
+            deployment = mirror.start(job, state_dir=_state_dir(props),
+                                      env=job_environment(props["content"]), wait_running=START_TIMEOUT)
+        except Mm2specError as exc:
+            raise ProvisionFailed(f"the Spark mirroring job did not start: {exc}") from None
+        return {"pid": deployment.pid, "configHash": deployment.config_hash}
+
+    @staticmethod
+    def _stop(props: Mapping[str, Any]) -> None:
+        from mm2spec import mirror
+
+        if mirror.stop(_state_dir(props)):
+            pulumi.log.info(f"stopped the Spark mirroring job in {_state_dir(props)}")
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outs = self._outs(props, self.write(props))
+        if props.get("run"):
+            outs.update(self._start(props))
+        return CreateResult(outs["file"], outs)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        outs = self._outs(news, self.write(news))
+        if olds.get("run") and (not news.get("run") or _state_dir(olds) != _state_dir(news)):
+            self._stop(olds)
+        if news.get("run"):
+            outs.update(self._start(news))
+        return UpdateResult(outs)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        if props.get("run"):
+            self._stop(props)
+        super().delete(_id, props)
 
 
 PROVIDER = SparkDeploymentProvider()

@@ -7,6 +7,7 @@ fed back as the recorded state), so each create / update / delete is checked on 
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -186,3 +187,34 @@ def test_delete_uses_the_current_secret_when_the_recorded_one_is_stale(secure_ka
     provider.delete(created.id, stale)
     admin = KafkaAdmin(cluster, secrets=lambda _n: ADMIN_PASSWORD)
     assert name not in admin.topics([name], with_configs=False)
+
+
+def test_spark_deployment_runs_and_stops_the_mirroring_job(kafka_pair, unique_name, tmp_path):
+    from conftest import missing_component
+    from mm2spec import mirror
+    from mm2spec.components import ComponentMissing, components
+    from mm2spec.provision.spark_deployment import SparkDeploymentProvider, spark_deployment_inputs
+
+    try:
+        components().spark_kafka_jars
+    except ComponentMissing as exc:
+        missing_component(exc)
+    topic = unique_name("spark")
+    for broker in (kafka_pair.primary, kafka_pair.dr):
+        KafkaAdmin(plain_cluster(broker)).create_topic(topic, 1, -1, {})
+    spec = write_spec(tmp_path / "s.yaml", kafka_pair, [topic], name=f"job-{uuid.uuid4().hex[:8]}")
+    text = spec.read_text() + "spark: {master: 'local[1]', checkpointLocation: checkpoints}\n"
+    spec.write_text(text)
+    state = load_desired_state(spec, None)
+    props = spark_deployment_inputs(state, "out", str(tmp_path), run=True, state_dir="job")
+    provider = SparkDeploymentProvider()
+
+    created = provider.create(props)  # returns once the job's first micro-batch ran
+    try:
+        assert created.outs["pid"] and mirror.status(tmp_path / "job").running
+        assert (tmp_path / "checkpoints").is_dir(), "a relative checkpoint location is taken from the project root"
+        assert (tmp_path / "out" / "spark-mirror.json").is_file()
+    finally:
+        provider.delete(created.id, created.outs)
+    assert not mirror.status(tmp_path / "job").running
+    assert not (tmp_path / "out" / "spark-mirror.json").exists()

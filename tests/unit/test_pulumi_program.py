@@ -18,7 +18,7 @@ from pulumi.runtime import Mocks, set_mocks
 from mm2spec.compile import load_desired_state
 from mm2spec.desired import SourceSnapshot
 from mm2spec.kafka import LiveTopic, SecretMissing
-from mm2spec.provision import acl, connection, connector, program, topic, worker_config
+from mm2spec.provision import acl, connection, connector, program, spark_deployment, topic, worker_config
 from mm2spec.provision.files import RenderedFileProvider
 from mm2spec.render import connectors, spark_job_config
 
@@ -186,7 +186,21 @@ def test_spark_engine_writes_the_job_config_and_registers_no_connector(prod):
     assert deployment.inputs["path"] == ".mm2spec/out/prod/spark-mirror.json"
     assert deployment.inputs["root"] == str(ROOT)
     assert json.loads(deployment.inputs["content"]) == spark_job_config(prod)
+    assert (deployment.inputs["run"], deployment.inputs["stateDir"]) == (False, ".mm2spec/spark/payments-dr")
     assert declared.spark_deployment is not None
+
+
+def test_spark_deployment_diff_and_the_job_environment(monkeypatch):
+    provider = spark_deployment.SparkDeploymentProvider()
+    props = {"path": "out/spark-mirror.json", "root": "/r", "content": '{"a": "${env:DR_PW}"}', "run": False,
+             "stateDir": ".mm2spec/spark/x"}
+    assert provider.diff("id", {**props, "root": "/elsewhere"}, props).changes is False
+    assert provider.diff("id", props, {**props, "run": True}).changes is True
+    assert provider.diff("id", props, {**props, "content": "{}"}).changes is True
+    assert provider.diff("id", props, {**props, "path": "x.json"}).replaces == ["path"]
+    monkeypatch.setenv("DR_PW", "from-env")
+    monkeypatch.delenv("OTHER", raising=False)
+    assert spark_deployment.job_environment('{"a": "${env:DR_PW}", "b": "${env:OTHER}"}') == {"DR_PW": "from-env"}
 
 
 def test_dev_has_no_acls_and_no_passwords():
