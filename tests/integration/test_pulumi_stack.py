@@ -1,9 +1,10 @@
 """The project's Pulumi program end to end: the real CLI (scripts/pulumi) on the secured dev clusters.
 
-The project under test is a temporary folder holding the repository's ``Pulumi.yaml`` (its
-virtualenv made absolute) and a ``pulumi`` symlink to the repository's program folder, so the
-program runs exactly as from the repository root (``pulumi/`` beside the project file, which must
-not shadow the SDK) while the stack config, the file backend and PULUMI_HOME stay in tmp. Cluster
+The project under test is a temporary folder holding the repository's ``Pulumi.yaml`` and
+symlinks to the repository's program folder and ``.venv``, so the program runs exactly as from the
+repository root (``pulumi/`` beside the project file, which must not shadow the SDK; the relative
+virtualenv found by the program and by the provider host) while the stack config, the file backend
+and PULUMI_HOME stay in tmp. Cluster
 aliases, topic names and the ACL principal are unique per run, so nothing collides with other
 tests on the shared clusters.
 
@@ -118,9 +119,9 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
     stack.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     (tmp_path / "state").mkdir()
     stack.project.mkdir()
-    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text().replace(
-        "virtualenv: .venv", f"virtualenv: {PROJECT_ROOT / '.venv'}"))
+    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text())
     (stack.project / "pulumi").symlink_to(PROJECT_ROOT / "pulumi")
+    (stack.project / ".venv").symlink_to(PROJECT_ROOT / ".venv")
     assert not (PROJECT_ROOT / "pulumi" / "__init__.py").exists(), "pulumi/ must stay a plain program folder"
 
     def write(topics, groups=(), **mirror):
