@@ -184,8 +184,8 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> N
             try:
                 consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
                 return
-            except KafkaException as exc:
-                if attempt == 29 or not exc.args[0].retriable() and exc.args[0].name() != "NOT_COORDINATOR":
+            except KafkaException:
+                if attempt == 29:
                     raise
                 time.sleep(1)
     finally:
