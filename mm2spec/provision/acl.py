@@ -46,9 +46,10 @@ from pulumi.dynamic import (
 
 from mm2spec.desired import SourceSnapshot, desired_acls
 from mm2spec.diff import diff_acls
+from mm2spec.kafka import KafkaOperationFailed
 from mm2spec.model import AclBinding, DesiredState
 from mm2spec.provision import connection
-from mm2spec.provision.connection import CONNECTION_KEYS
+from mm2spec.provision.connection import CONNECTION_KEYS, ProvisionFailed
 
 BINDING_KEYS = ("principal", "resourceType", "patternType", "permission", "host")
 IDENTITY_KEYS = ("cluster", "binding")
@@ -195,7 +196,7 @@ class AclProvider(ResourceProvider):
         live = admin.acls(b["principal"], b["resourceType"], None, b["patternType"])
         wanted = bindings_of(props)
         preexisting = [w for w in wanted if w in live]
-        admin.create_acls([w for w in wanted if w not in live])
+        _create(admin, props, [w for w in wanted if w not in live])
         outs = {k: props.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
         outs["preexisting"] = _as_map(preexisting)
         return CreateResult(_id(props), outs)
@@ -204,7 +205,7 @@ class AclProvider(ResourceProvider):
         admin = connection.admin(news)
         preexisting = set(bindings_of(olds, olds.get("preexisting") or {}))
         create, delete = diff_acls(bindings_of(news), bindings_of(olds))
-        admin.create_acls(create)
+        _create(admin, news, create)
         admin.delete_acls([d for d in delete if d not in preexisting])
         outs = {k: news.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
         outs["preexisting"] = _as_map(preexisting & set(bindings_of(news)))
@@ -215,6 +216,17 @@ class AclProvider(ResourceProvider):
         owned = [b for b in bindings_of(props) if b not in preexisting]
         if owned:
             connection.admin(props, prefer_current=True).delete_acls(owned)
+
+
+def _create(admin, props: Mapping[str, Any], bindings: list[AclBinding]) -> None:
+    try:
+        admin.create_acls(bindings)
+    except KafkaOperationFailed as exc:
+        if "SECURITY_DISABLED" in str(exc) or "No Authorizer" in str(exc):
+            raise ProvisionFailed(
+                f'cluster "{props["cluster"]}" has no authorizer, so it cannot hold ACLs: set acls.manage: false '
+                "for this environment, or configure authorizer.class.name on its brokers") from None
+        raise
 
 
 def _id(props: Mapping[str, Any]) -> str:

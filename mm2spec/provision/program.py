@@ -32,7 +32,7 @@ from mm2spec.desired import DesiredResources, SourceSnapshot, desired_resources,
 from mm2spec.errors import Mm2specError
 from mm2spec.kafka import KafkaAdmin, SecretMissing
 from mm2spec.model import DesiredState
-from mm2spec.provision.acl import Acl, acl_groups, acl_inputs
+from mm2spec.provision.acl import Acl, AclGroup, acl_groups, acl_inputs
 from mm2spec.provision.connection import connection_inputs, provisioning_security
 from mm2spec.provision.connector import Connector, connector_inputs
 from mm2spec.provision.spark_deployment import SparkDeployment, spark_deployment_inputs
@@ -57,9 +57,13 @@ class ProgramSettings:
 
 @dataclass
 class Declared:
-    """The resources ``declare`` registered, by their Pulumi names (for tests and exports)."""
+    """What ``declare`` registers, by Pulumi name. The resource dicts fill as the waves are
+    registered (complete once the program has run); ``resources``, ``acl_groups`` and
+    ``connector_names`` are complete when ``declare`` returns."""
 
     resources: DesiredResources
+    acl_groups: list[AclGroup] = field(default_factory=list)
+    connector_names: list[str] = field(default_factory=list)
     topics: dict[str, Topic] = field(default_factory=dict)
     acls: dict[str, Acl] = field(default_factory=dict)
     connectors: dict[str, Connector] = field(default_factory=dict)
@@ -117,7 +121,10 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
             return declared.acls[group.name]
         return make
 
-    makers = [topic_maker(spec) for spec in wanted.topics] + [acl_maker(g) for g in acl_groups(state, sources)]
+    declared.acl_groups = acl_groups(state, sources)
+    rendered = connectors(state) if state.engine == "connect" else []
+    declared.connector_names = [c["name"] for c in rendered]
+    makers = [topic_maker(spec) for spec in wanted.topics] + [acl_maker(g) for g in declared.acl_groups]
 
     def dependents() -> None:
         ready = list(declared.topics.values()) + list(declared.acls.values())
@@ -125,7 +132,7 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
             declared.worker_config = WorkerConfig("connect-worker",
                                                   worker_config_inputs(state, settings.out_dir, settings.root))
             after = pulumi.ResourceOptions(depends_on=ready + [declared.worker_config])
-            for connector in connectors(state):
+            for connector in rendered:
                 declared.connectors[connector["name"]] = Connector(
                     connector["name"], connector_inputs(state.connect.rest_url, connector), after)
         else:
@@ -163,9 +170,9 @@ def export(state: DesiredState, declared: Declared) -> None:
     pulumi.export("spec", state.name)
     pulumi.export("environment", state.environment)
     pulumi.export("engine", state.engine)
-    pulumi.export("topics", sorted(declared.topics))
-    pulumi.export("aclResources", len(declared.acls))
-    pulumi.export("connectors", sorted(declared.connectors))
+    pulumi.export("topics", sorted(t.key for t in declared.resources.topics))
+    pulumi.export("aclResources", len(declared.acl_groups))
+    pulumi.export("connectors", sorted(declared.connector_names))
     pulumi.export("patternResolutions", [
         {"flow": r.flow, "field": r.field, "pattern": r.pattern, "matched": list(r.matched)}
         for r in declared.resources.resolutions])

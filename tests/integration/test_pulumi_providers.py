@@ -218,3 +218,10 @@ def test_spark_deployment_runs_and_stops_the_mirroring_job(kafka_pair, unique_na
         provider.delete(created.id, created.outs)
     assert not mirror.status(tmp_path / "job").running
     assert not (tmp_path / "out" / "spark-mirror.json").exists()
+
+
+def test_acls_on_a_cluster_without_authorizer_say_what_to_do(kafka_pair, unique_name):
+    cluster = plain_cluster(kafka_pair.dr)
+    group = AclGroup("g", "dr", "User:mm2", "TOPIC", "LITERAL", "ALLOW", "*", ((unique_name("t"), ("READ",)),), ())
+    with pytest.raises(ProvisionFailed, match='cluster "dr" has no authorizer.*acls.manage: false'):
+        AclProvider().create(acl_inputs(group, connection_inputs(cluster, None)))

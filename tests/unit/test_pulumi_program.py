@@ -249,7 +249,7 @@ def test_missing_password_names_the_secret(prod):
     assert "PRIMARY" not in str(raised.value)
 
 
-def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod"):
+def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod", sources=None):
     mocks = Recorder()
     set_mocks(mocks, project="mm2spec", stack=stack, preview=True)
     pulumi.runtime.set_all_config({f"mm2spec:{k}": v for k, v in config.items()}, [f"mm2spec:{k}" for k in secret_keys])
@@ -257,7 +257,7 @@ def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod"):
 
     @pulumi.runtime.test
     def body():
-        result["declared"] = program.main(snapshot=lambda state, admin_for: snapshot())
+        result["declared"] = program.main(snapshot=lambda state, admin_for: sources or snapshot())
 
     try:
         body()
@@ -400,3 +400,21 @@ def test_delete_prefers_the_current_secret_over_the_recorded_one(monkeypatch):
     monkeypatch.setenv("DR_PW", "new")
     assert connection.admin(props, prefer_current=True) is connection.admin({**props, "password": "new"})
     assert connection.admin(props) is not connection.admin({**props, "password": "new"})
+
+
+def test_every_wave_is_registered_and_the_outputs_list_everything(monkeypatch):
+    names = [f"invoices-{i:04d}" for i in range(2 * program.WAVE + 50)]
+    sources = {"primary": SourceSnapshot("primary", {n: LiveTopic(n, 1, 3, {}) for n in names}, ())}
+    exported = {}
+    monkeypatch.setattr(program.pulumi, "export", exported.__setitem__)
+    monkeypatch.setenv("PRIMARY_MM2_PASSWORD", "x")
+    monkeypatch.setenv("DR_MM2_PASSWORD", "y")
+    mocks, declared = run_main({"spec": str(EXAMPLE), "environment": "prod"}, sources=sources)
+    topics = mocks.of_type(":Topic")
+    assert {f"dr/{n}" for n in names} <= set(topics) and set(topics) == set(declared.topics)
+    assert exported["topics"] == sorted(topics)
+    assert exported["aclResources"] == len(mocks.of_type(":Acl")) == len(declared.acl_groups)
+    # The Spark deployment comes after the last wave, depending on every topic and ACL.
+    assert "spark-mirror" in mocks.resources
+    [resolution] = [r for r in exported["patternResolutions"] if r["pattern"] == "invoices-.*"]
+    assert resolution["matched"] == names
