@@ -68,15 +68,20 @@ def job_config(pair, name: str, topics: str, groups: str, checkpoint: Path, *, e
     }
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, config: dict | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def _conf(cluster: str | dict) -> dict:
+    """A bootstrap address, or confluent_kafka settings (a secured cluster)."""
+    return dict(cluster) if isinstance(cluster, dict) else {"bootstrap.servers": cluster}
+
+
+def create_topic(bootstrap: str | dict, topic: str, partitions: int, config: dict | None = None) -> None:
+    admin = AdminClient(_conf(bootstrap))
     for future in admin.create_topics([NewTopic(topic, partitions, -1, config=config or {})]).values():
         future.result(30)
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0, rate: float | None = None) -> None:
     """Keyed records with headers and explicit timestamps, round-robin over partitions."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    producer = Producer({**_conf(bootstrap), "linger.ms": 5, "enable.idempotence": True})
     now = int(time.time() * 1000)
     began = time.monotonic()
     for i in range(start, start + count):
@@ -93,7 +98,7 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int 
 
 def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> dict[int, list[tuple]]:
     """Every record of every partition: (key, value, headers, timestamp)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"it-reader-{uuid.uuid4().hex[:6]}",
+    consumer = Consumer({**_conf(bootstrap), "group.id": f"it-reader-{uuid.uuid4().hex[:6]}",
                          "enable.auto.commit": False, "isolation.level": isolation})
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
@@ -121,7 +126,7 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") ->
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "it-offsets"})
+    consumer = Consumer({**_conf(bootstrap), "group.id": "it-offsets"})
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
         if metadata is None or metadata.error:
@@ -374,3 +379,33 @@ def test_runs_on_a_standalone_cluster(kafka_pair, spark_ready, tmp_path):
             mirror.stop(deployment)
     finally:
         cluster.stop()
+
+
+def test_sasl_scram_with_the_password_from_the_environment(secure_kafka_pair, spark_ready, tmp_path):
+    """SASL/SCRAM clusters: the job resolves ${env:NAME} itself and never writes the password out."""
+    from mm2spec.dev.config import ADMIN_USER, password_of
+
+    uid = uuid.uuid4().hex[:8]
+    topic = f"it-{uid}-secure"
+    primary, dr = secure_kafka_pair.client_config("primary"), secure_kafka_pair.client_config("dr")
+    create_topic(primary, topic, 2)
+    produce(primary, topic, 1000, 2)
+    config = job_config(secure_kafka_pair, f"sasl-{uid}", f"it-{uid}-.*", "none", tmp_path / "checkpoints",
+                        exactly_once=False)
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="%s" '
+            'password="${env:IT_SPARK_SASL_PASSWORD}";' % ADMIN_USER)
+    for side in ("source", "target"):
+        config["flows"][0].update({f"{side}.cluster.security.protocol": "SASL_PLAINTEXT",
+                                   f"{side}.cluster.sasl.mechanism": "SCRAM-SHA-512",
+                                   f"{side}.cluster.sasl.jaas.config": jaas})
+    password = password_of(ADMIN_USER)
+    deployment = mirror.start(config, state_dir=tmp_path / "state", env={"IT_SPARK_SASL_PASSWORD": password},
+                              wait_running=START_TIMEOUT)
+    try:
+        wait_for(lambda: end_offsets(dr, topic) == end_offsets(primary, topic), 180, "mirroring", deployment)
+        source, target = read_all(primary, topic), read_all(dr, topic)
+        assert all(digest(source[p]) == digest(target[p]) for p in range(2))
+    finally:
+        mirror.stop(deployment)
+    for name in ("driver.log", "job.json", "status.json"):
+        assert password not in (tmp_path / "state" / name).read_text(), f"the password leaked into {name}"
