@@ -98,6 +98,8 @@ class FlowFigures:
     batch_duration_ms: int | None = None
     batch_phases_ms: dict = field(default_factory=dict)
     """Spark's split of the last trigger: latestOffset, addBatch (the write), walCommit, ..."""
+    last_batch_ms: dict = field(default_factory=dict)
+    """The job's split of addBatch: finding ranges and target topics, the write, offset syncs."""
     skipped_replayed_records: int = 0
     offset_syncs_written: int = 0
     checkpoints_written: int = 0

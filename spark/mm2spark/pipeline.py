@@ -254,10 +254,12 @@ class FlowPipeline:
             raise
 
     def _process_batch(self, batch_df: DataFrame, batch_id: int) -> None:
+        began = time.monotonic()
         ranges = {tp: r for tp, r in self.batch_ranges(batch_id, batch_df).items() if r[1] > r[0]}
         if not ranges:
             return
         self.ensure_targets(set(ranges))
+        prepared = time.monotonic()
         unobserved = sorted({t for t, _ in ranges} - set(self.observed_topics))
         if unobserved:
             log.info("flow=%s new topic(s) %s are being mirrored", self.flow.name, ", ".join(unobserved))
@@ -266,10 +268,15 @@ class FlowPipeline:
             runs, skipped = self._write_exactly_once(batch_df)
         else:
             runs, skipped = self._write_at_least_once(batch_df, ranges), 0
+        written = time.monotonic()
         syncs = self.emitter.on_batch(runs)
         if syncs:
             kafka.produce_all(self.syncs_producer, self.syncs_topic, ((s.record_key(), s.record_value()) for s in syncs))
             self.store.add_all(syncs)
+        done = time.monotonic()
+        self.metrics.flow(self.flow.name).last_batch_ms = {
+            "ranges+topics": round((prepared - began) * 1000), "write": round((written - prepared) * 1000),
+            "offsetSyncs": round((done - written) * 1000)}
         self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
         self.metrics.flow(self.flow.name).groups_synced = self.group_mirror.counters.groups_synced
         self.metrics.record_batch(BatchReport(self.flow.name, batch_id, unobserved, len(syncs), skipped))
