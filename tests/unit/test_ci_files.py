@@ -29,3 +29,10 @@ def test_workflow_runs_commands_the_cli_has():
         assert command in text, command
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hooks[0]["entry"] == "mm2spec validate"
+
+
+def test_pulumi_sdk_pin_matches_the_cli_version():
+    from mm2spec.components import versions
+
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'"pulumi=={versions()["PULUMI_VERSION"]}"' in pyproject
