@@ -28,22 +28,13 @@ from mm2spec.compile import load_desired_state  # noqa: E402
 from mm2spec.desired import desired_resources, snapshot_sources  # noqa: E402
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD  # noqa: E402
+from benchmarks.specs import secured_spec  # noqa: E402
 from mm2spec.kafka import KafkaAdmin  # noqa: E402
 from mm2spec.plan import build_plan  # noqa: E402
 
 
 def spec_for(state, topics: list[str]) -> dict:
-    def cluster(broker):
-        return {"bootstrapServers": [broker.bootstrap],
-                "security": {"protocol": "SASL_PLAINTEXT", "saslMechanism": "SCRAM-SHA-512", "username": "mm2",
-                             "passwordSecret": "BENCH_MM2_PASSWORD",
-                             "admin": {"username": "admin", "passwordSecret": "BENCH_ADMIN_PASSWORD"}}}
-
-    return {"apiVersion": "mm2spec/v1", "kind": "DisasterRecovery", "metadata": {"name": "bench-plan"},
-            "clusters": {"primary": cluster(state.primary), "dr": cluster(state.dr)},
-            "mirrors": [{"source": "primary", "target": "dr", "replicationPolicy": "identity", "topics": topics,
-                         "groups": ["bench-group"], "tasksMax": 2}],
-            "acls": {"manage": True, "principal": "User:mm2"}}
+    return secured_spec(state, topics, "bench-plan")
 
 
 def timed(fn, repeat: int) -> list[float]:
