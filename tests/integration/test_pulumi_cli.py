@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from required import missing_component
+
 from mm2spec.components import PROJECT_ROOT, ComponentMissing, components, versions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -59,10 +61,7 @@ def pulumi_bin() -> Path:
     try:
         return components().pulumi_bin
     except ComponentMissing as exc:
-        message = f"{exc} (or scripts/install-pulumi.sh alone)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        missing_component(f"{exc} (or scripts/install-pulumi.sh alone)")
 
 
 def _venv() -> Path:

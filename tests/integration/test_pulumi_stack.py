@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from required import missing_component
 import yaml
 
 from mm2spec.components import PROJECT_ROOT, ComponentMissing, components
@@ -48,9 +50,7 @@ def pulumi_bin() -> Path:
     try:
         return components().pulumi_bin
     except ComponentMissing as exc:
-        if os.environ.get("CI"):
-            pytest.fail(str(exc), pytrace=False)
-        pytest.skip(str(exc))
+        missing_component(exc)
 
 
 class Stack:

@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from required import missing_component
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -33,10 +35,7 @@ IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 DEFAULT = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 
-def missing(message: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+missing = missing_component
 
 
 class Mm2Check:
