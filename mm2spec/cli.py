@@ -62,7 +62,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     root = _load_valid(args.spec, args.env)
     state = compile_spec(resolve(root, args.env), args.env, args.spec)
-    plan = build_plan(state, lambda alias: KafkaAdmin(state.cluster(alias), timeout=args.timeout))
+    from mm2spec import mirror
+
+    plan = build_plan(state, lambda alias: KafkaAdmin(state.cluster(alias), timeout=args.timeout),
+                      spark_deployed=lambda desired: mirror.deployed_job(desired.name))
     if args.format == "json":
         sys.stdout.write(to_json(plan))
     elif args.format == "markdown":

@@ -236,6 +236,20 @@ def status(deployment: MirrorDeployment | str | Path) -> MirrorStatus:
                         updated_at=data.get("updatedAt"))
 
 
+def deployed_job(name: str, state_dir: str | Path | None = None) -> dict | None:
+    """The config of the job running under ``name`` (its ``job.json``), or None when none runs.
+
+    ``mm2spec plan`` compares it with the rendered config to show the Spark deployment's drift.
+    """
+    folder = _state_dir(name, state_dir)
+    if not status(folder).running:
+        return None
+    try:
+        return json.loads((folder / "job.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
 # ------------------------------------------------------------------- Spark standalone cluster
 
 

@@ -187,7 +187,7 @@ def _spark_changes(state: DesiredState, deployed: dict | None) -> list[ResourceC
     flat_new, flat_old = _flatten(desired), _flatten(deployed or {})
     if deployed is None:
         return [ResourceChange("spark", "spark-deployment", state.name, "create",
-                               detail=f"Spark mirroring job on {state.spark.master}")]
+                               detail=f"Spark mirroring job on {state.spark.master} (not running)")]
     fields = tuple(FieldChange(k, flat_old.get(k), flat_new.get(k)) for k in sorted(set(flat_new) | set(flat_old))
                    if flat_old.get(k) != flat_new.get(k))
     return [ResourceChange("spark", "spark-deployment", state.name, "update" if fields else "no-op", fields,

@@ -155,3 +155,24 @@ def test_plan_formats_match_golden(plan, fmt, render, update_golden):
 def test_coloured_text_only_on_request(plan):
     assert "\033[" not in to_text(plan)
     assert "\033[32m" in to_text(plan, colour=True)
+
+
+def test_spark_deployment_drift():
+    root = parse((ROOT / "examples/dr-spec.example.yaml").read_text(), "payments-dr.yaml")
+    state = compile_spec(resolve(root, "dev"), "dev", "payments-dr.yaml")
+    admins = {"primary": FakeAdmin(authorizer=False), "dr": FakeAdmin(authorizer=False)}
+
+    def spark_changes(deployed):
+        plan = build_plan(state, admins.__getitem__, spark_deployed=lambda _state: deployed)
+        return [c for c in plan.changes if c.kind == "spark-deployment"]
+
+    from mm2spec.render import spark_job_config
+
+    [absent] = spark_changes(None)
+    assert absent.action == "create" and "not running" in absent.detail
+    assert spark_changes(json.loads(json.dumps(spark_job_config(state))))[0].action == "no-op"
+    edited = spark_job_config(state)
+    edited["flows"][0]["offset.lag.max"] = "500"
+    [drift] = spark_changes(edited)
+    assert drift.action == "update"
+    assert [(f.field, f.old, f.new) for f in drift.changes] == [("flows.primary-to-dr.offset.lag.max", "500", "100")]
