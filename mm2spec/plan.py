@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from mm2spec.connect import ConnectClient
@@ -17,7 +18,7 @@ from mm2spec.desired import DesiredResources, PatternResolution, TopicSpec, desi
 from mm2spec.diff import Action, FieldChange, diff_acls, diff_connector, diff_topic
 from mm2spec.kafka import KafkaAdmin
 from mm2spec.model import AclBinding, DesiredState
-from mm2spec.render import connectors, spark_job_config
+from mm2spec.render import anchor_checkpoint, connectors, spark_job_config
 
 PLAN_FORMAT_VERSION = "mm2spec-plan/v1"
 
@@ -183,7 +184,10 @@ def _connector_changes(state: DesiredState, connect: ConnectClient) -> list[Reso
 
 
 def _spark_changes(state: DesiredState, deployed: dict | None) -> list[ResourceChange]:
-    desired = spark_job_config(state)
+    # A running job has its checkpoint location anchored at the project root (where mm2spec runs).
+    desired = anchor_checkpoint(spark_job_config(state), Path.cwd())
+    if deployed is not None:
+        deployed = anchor_checkpoint(deployed, Path.cwd())
     flat_new, flat_old = _flatten(desired), _flatten(deployed or {})
     if deployed is None:
         return [ResourceChange("spark", "spark-deployment", state.name, "create",

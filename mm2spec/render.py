@@ -294,6 +294,19 @@ def spark_job_config(state: DesiredState) -> dict:
             "spark": spark_conf, "flows": flows}
 
 
+def anchor_checkpoint(job: dict, root: str | Path) -> dict:
+    """The job config with a relative local ``checkpoint.location`` made absolute against ``root``.
+
+    A relative location means "relative to the project root"; whoever starts the job (or compares a
+    running job with the spec) anchors it the same way, so the two never differ by spelling alone.
+    """
+    spark = job.get("spark") or {}
+    location = spark.get("checkpoint.location")
+    if not location or "://" in location or Path(location).is_absolute():
+        return job
+    return {**job, "spark": {**spark, "checkpoint.location": str(Path(root) / location)}}
+
+
 # ------------------------------------------------------------------------ internal topics / ACLs
 
 def resources(state: DesiredState) -> dict:

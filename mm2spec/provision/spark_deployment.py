@@ -30,7 +30,7 @@ from mm2spec.provision import connection
 from mm2spec.provision.connection import ProvisionFailed
 from mm2spec.provision.files import INPUT_KEYS as FILE_KEYS
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
-from mm2spec.render import spark_job_config
+from mm2spec.render import anchor_checkpoint, spark_job_config
 
 FILE_NAME = "spark-mirror.json"
 INPUT_KEYS = FILE_KEYS + ("run", "stateDir")
@@ -77,12 +77,8 @@ class SparkDeploymentProvider(RenderedFileProvider):
     def _start(self, props: Mapping[str, Any]) -> dict[str, Any]:
         from mm2spec import mirror
 
-        job = json.loads(props["content"])
-        spark = job.get("spark") or {}
-        checkpoints = spark.get("checkpoint.location")
-        if checkpoints and "://" not in checkpoints and not Path(checkpoints).is_absolute():
-            # Relative to the project root, as for `mm2spec mirror` run there (not to this process's cwd).
-            job["spark"] = {**spark, "checkpoint.location": str(Path(props["root"]) / checkpoints)}
+        # Relative to the project root, as for `mm2spec mirror` run there (not to this process's cwd).
+        job = anchor_checkpoint(json.loads(props["content"]), props["root"])
         try:
             deployment = mirror.start(job, state_dir=_state_dir(props),
                                       env=job_environment(props["content"]), wait_running=START_TIMEOUT)

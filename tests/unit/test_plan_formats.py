@@ -171,6 +171,10 @@ def test_spark_deployment_drift():
     [absent] = spark_changes(None)
     assert absent.action == "create" and "not running" in absent.detail
     assert spark_changes(json.loads(json.dumps(spark_job_config(state))))[0].action == "no-op"
+    # a running job holds its checkpoint location anchored at the project root: the same thing
+    anchored = spark_job_config(state)
+    anchored["spark"] = {**anchored["spark"], "checkpoint.location": str(Path.cwd() / ".mm2spec/checkpoints/payments-dr")}
+    assert spark_changes(anchored)[0].action == "no-op"
     edited = spark_job_config(state)
     edited["flows"][0]["offset.lag.max"] = "500"
     [drift] = spark_changes(edited)
