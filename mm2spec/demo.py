@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mm2spec.compile import load_desired_state
 from mm2spec.errors import Mm2specError
@@ -74,9 +74,26 @@ def _commit_groups(state: DesiredState, alias: str, names: list[str]) -> None:
             consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False})
             offsets = [TopicPartition(n, p, end // 2) for n in names
                        for p, end in enumerate(_end_offsets(admin, n))]
-            consumer.commit(offsets=offsets, asynchronous=False)
-            consumer.close()
+            try:
+                _commit_when_coordinator_ready(consumer, offsets)
+            finally:
+                consumer.close()
             print(f"group {group} on {alias}: committed offsets half-way through {len(names)} topics")
+
+
+def _commit_when_coordinator_ready(consumer: Consumer, offsets: list, timeout: float = 60.0) -> None:
+    """Commit, retrying while a freshly started cluster's group coordinator is still loading."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args else None
+            if code not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                            KafkaError.COORDINATOR_NOT_AVAILABLE) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def verify(state: DesiredState, timeout: float) -> bool:
