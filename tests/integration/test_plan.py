@@ -40,10 +40,12 @@ def apply_desired(spec):
 
 def test_plan_lists_creates_then_is_empty_after_apply_and_shows_config_drift(kafka_pair, unique_name, tmp_path, capsys):
     orders, payments = unique_name("orders"), unique_name("payments")
-    source = KafkaAdmin(load_desired_state(write_spec(tmp_path / "s.yaml", kafka_pair, [orders]), None).cluster("primary"))
+    # engine connect without a REST URL: this test is about the clusters, not the data pipeline
+    source = KafkaAdmin(load_desired_state(write_spec(tmp_path / "s.yaml", kafka_pair, [orders], engine="connect"),
+                                           None).cluster("primary"))
     source.create_topic(orders, 3, -1, {"retention.ms": "3600000"})
     source.create_topic(payments, 2, -1, {})
-    spec = write_spec(tmp_path / "s.yaml", kafka_pair, [orders, payments])
+    spec = write_spec(tmp_path / "s.yaml", kafka_pair, [orders, payments], engine="connect")
 
     code, plan = plan_json(spec, capsys)
     assert code == 2
@@ -54,6 +56,12 @@ def test_plan_lists_creates_then_is_empty_after_apply_and_shows_config_drift(kaf
     state, admins = apply_desired(spec)
     code, plan = plan_json(spec, capsys)
     assert (code, [(c["name"], c["action"], c["fields"]) for c in plan["changes"]]) == (0, []), json.dumps(plan["changes"])
+
+    # the same spec on engine spark, with no mirroring job running: the deployment is missing
+    spark_spec = write_spec(tmp_path / "spark.yaml", kafka_pair, [orders, payments], engine="spark")
+    code, plan = plan_json(spark_spec, capsys)
+    assert code == 2
+    assert [(c["kind"], c["action"]) for c in plan["changes"]] == [("spark-deployment", "create")]
 
     # a change behind the tool's back: the target topic's retention is altered
     admins["dr"].alter_topic_configs(orders, {"retention.ms": "60000"})
@@ -80,7 +88,7 @@ def test_plan_shows_a_removed_acl_on_secured_clusters(secure_kafka_pair, unique_
     monkeypatch.setenv("IT_ADMIN_PASSWORD", ADMIN_PASSWORD)
     monkeypatch.setenv("IT_MM2_PASSWORD", MM2_PASSWORD)
     topic = unique_name("acl")
-    spec = write_spec(tmp_path / "s.yaml", secure_kafka_pair, [topic], groups=[unique_name("g")], secure=True,
+    spec = write_spec(tmp_path / "s.yaml", secure_kafka_pair, [topic], groups=[unique_name("g")], secure=True, engine="connect",
                       manage_acls=True)
     state = load_desired_state(spec, None)
     KafkaAdmin(state.cluster("primary")).create_topic(topic, 1, -1, {})
