@@ -76,9 +76,10 @@ def _select(names, include, exclude) -> list[str]:
     return sorted(n for n in names if wanted.matches(n) and not unwanted.matches(n))
 
 
-def mirrored_topics(flow: MirrorFlow, source_topics: Mapping[str, LiveTopic]) -> list[str]:
-    """Source topics the flow mirrors: any ``topics`` pattern, no exclude (MM2's defaults included)."""
-    return _select(source_topics, [p.text for p in flow.topics], flow.topics_exclude_all)
+def mirrored_topics(flow: MirrorFlow, source_topics) -> list[str]:
+    """Source topics the flow mirrors, as MM2 decides: any ``topics`` pattern, no exclude (MM2's
+    defaults included), nothing its replication policy never replicates (internal topics, cycles)."""
+    return _select(source_topics, [p.text for p in flow.topics], flow.topics_exclude_all + flow.topics_never_mirrored)
 
 
 def mirrored_groups(flow: MirrorFlow, groups) -> list[str]:
@@ -128,9 +129,14 @@ def desired_acls(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> 
     if not state.manage_acls:
         return []
     wanted: dict[tuple, AclBinding] = {b.key: b for b in state.acl_bindings}
+    # A regex grants rights only on names some flow from that source really mirrors.
+    selected: dict[tuple[str, str], set[str]] = {}
+    for flow in state.mirrors:
+        source = sources[flow.source]
+        selected.setdefault((flow.source, "TOPIC"), set()).update(mirrored_topics(flow, source.topics))
+        selected.setdefault((flow.source, "GROUP"), set()).update(mirrored_groups(flow, source.groups))
     for pattern in state.acl_patterns:
-        source = sources[pattern.source_cluster]
-        names = source.topics if pattern.resource_type == "TOPIC" else source.groups
+        names = selected.get((pattern.source_cluster, pattern.resource_type), set())
         regex = python_regex(pattern.regex)
         for name in sorted(names):
             if not regex.fullmatch(name):

@@ -6,6 +6,7 @@ never raw YAML. ``mm2spec.compile`` builds them from a validated document.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -119,6 +120,16 @@ class MirrorFlow:
     @property
     def topics_exclude_all(self) -> tuple[str, ...]:
         return DEFAULT_TOPICS_EXCLUDE + tuple(p for p in self.topics_exclude if p not in DEFAULT_TOPICS_EXCLUDE)
+
+    @property
+    def topics_never_mirrored(self) -> tuple[str, ...]:
+        """What MM2's replication policy never replicates, whatever ``topics`` says: Kafka's and
+        MM2's internal topics, and (default policy) topics that came from the target: a cycle."""
+        internal = (r"__.*", r"\..*", r"mm2.*\.internal", r".*\.checkpoints\.internal")
+        if self.replication_policy == "identity":
+            return internal
+        sep = re.escape(self.separator)
+        return internal + (f"(?:.*{sep})?{re.escape(self.target)}{sep}.*",)
 
     @property
     def groups_exclude_all(self) -> tuple[str, ...]:

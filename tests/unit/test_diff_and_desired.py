@@ -94,3 +94,22 @@ def test_regex_acls_resolve_to_literal_bindings_on_both_clusters(tmp_path):
     topic_acls = {(b.cluster, b.resource_name, b.operation) for b in acls if b.resource_type == "TOPIC"}
     assert ("primary", "refunds-v1", "READ") in topic_acls and ("dr", "chargebacks-v22", "WRITE") in topic_acls
     assert not any(name == "refunds-vx" for _, name, _ in topic_acls)
+
+
+def test_what_mm2_never_replicates_is_neither_mirrored_nor_granted(tmp_path):
+    # default policy, everything selected: internal topics and topics that came from dr (a cycle)
+    # are still never mirrored by MM2, so they get neither a target topic nor an ACL
+    spec = (ROOT / "examples/dr-spec.example.yaml").read_text().replace(
+        'topics: [orders, payments, "invoices-.*"]', 'topics: ["(or|dr|mm2|prim|\\\\.).*"]').replace(
+        "replicationPolicy: identity", "replicationPolicy: default")
+    path = tmp_path / "s.yaml"
+    path.write_text(spec)
+    state = load_desired_state(path, "prod")
+    names = ["orders", "dr.orders", "primary.dr.audit", "mm2-offset-syncs.dr.internal",
+             "primary.checkpoints.internal", ".hidden", "__consumer_offsets"]
+    source = SourceSnapshot("primary", {n: live(n) for n in names})
+    assert mirrored_topics(state.mirrors[0], source.topics) == ["orders"]
+    resources = desired_resources(state, {"primary": source})
+    assert sorted(t.name for t in resources.topics if t.kind == "mirror") == ["primary.orders"]
+    granted = {b.resource_name for b in resources.acls if b.resource_type == "TOPIC" and b.cluster == "primary"}
+    assert "orders" in granted and not granted & {"dr.orders", ".hidden", "primary.checkpoints.internal"}
