@@ -315,14 +315,38 @@ class KafkaAdmin:
                       f"delete topic {name}", tolerate=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
 
     def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Create bindings; returns once the broker's view shows them (KRaft propagates ACLs
+        asynchronously, so a describe right after the write could still miss them)."""
+        bindings = list(bindings)
         kafka = [self._to_kafka(b) for b in bindings]
         if kafka:
             self._resolve(self._client.create_acls(kafka, request_timeout=self.timeout), "create ACLs")
+            self._wait_for_acls(bindings, present=True)
 
     def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Delete bindings; returns once the broker's view no longer shows them."""
+        bindings = list(bindings)
         filters = [self._to_filter(b) for b in bindings]
         if filters:
             self._resolve(self._client.delete_acls(filters, request_timeout=self.timeout), "delete ACLs")
+            self._wait_for_acls(bindings, present=False)
+
+    def _wait_for_acls(self, bindings: list[AclBinding], present: bool) -> None:
+        by_principal: dict[str, set[tuple]] = {}
+        for b in bindings:
+            by_principal.setdefault(b.principal, set()).add(b.key[1:])  # without the cluster alias
+        deadline = time.monotonic() + self.timeout
+        for principal, wanted in by_principal.items():
+            while True:
+                live = {b.key[1:] for b in self.acls(principal)}  # one DescribeAcls per poll
+                pending = wanted - live if present else wanted & live
+                if not pending:
+                    break
+                if time.monotonic() > deadline:
+                    state = "appear" if present else "disappear"
+                    raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {len(pending)} ACL binding(s) of '
+                                               f"{principal} did not {state} within {self.timeout:.0f}s")
+                time.sleep(0.1)
 
     @staticmethod
     def _to_kafka(b: AclBinding) -> KAclBinding:
