@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mm2spec import mirror  # noqa: E402
+from mm2spec.runtime import deployment as mirror  # noqa: E402
 from mm2spec.components import components  # noqa: E402
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 

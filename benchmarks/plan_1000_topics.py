@@ -24,13 +24,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mm2spec.compile import load_desired_state  # noqa: E402
-from mm2spec.desired import desired_resources, snapshot_sources  # noqa: E402
+from mm2spec.spec.load import load_desired_state  # noqa: E402
+from mm2spec.plan.desired import desired_resources, snapshot_sources  # noqa: E402
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD  # noqa: E402
 from benchmarks.specs import secured_spec  # noqa: E402
-from mm2spec.kafka import KafkaAdmin  # noqa: E402
-from mm2spec.plan import build_plan  # noqa: E402
+from mm2spec.live.kafka import KafkaAdmin  # noqa: E402
+from mm2spec.plan.build import build_plan  # noqa: E402
 
 
 def spec_for(state, topics: list[str]) -> dict:

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD  # noqa: E402
 from benchmarks.specs import secured_spec  # noqa: E402
-from mm2spec.kafka import KafkaAdmin  # noqa: E402
-from mm2spec.model import Cluster, Security  # noqa: E402
+from mm2spec.live.kafka import KafkaAdmin  # noqa: E402
+from mm2spec.spec.model import Cluster, Security  # noqa: E402
 
 WRAPPER = ROOT / "scripts" / "pulumi"
 

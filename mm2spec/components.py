@@ -11,13 +11,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from mm2spec.errors import Mm2specError
+from mm2spec.errors import ComponentMissing
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-class ComponentMissing(Mm2specError):
-    """A real component (Java, Kafka jars, Spark jars, Pulumi CLI) is not installed."""
 
 
 def versions() -> dict[str, str]:

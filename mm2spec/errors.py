@@ -1,7 +1,135 @@
-"""Domain errors. The CLI turns every Mm2specError into a message and exit code 1, never a traceback."""
+"""Every error mm2spec reports to a user, in one taxonomy.
+
+The CLI turns each ``Mm2specError`` into its message and exit code 1, never a traceback; anything
+else that reaches the CLI is an internal error (a bug). Each class says what happened and its
+message says what to do. Modules raise these; none defines an error class of its own.
+
+    Mm2specError
+    ├── SpecError                 the DR spec (or a baseline spec) cannot be used
+    │   ├── SpecUnreadable        the file cannot be read
+    │   ├── SpecSyntaxError       not readable YAML, or not a mapping
+    │   ├── SpecInvalid           schema and semantic problems, all at once (FILE:LINE:COL each)
+    │   ├── UnknownEnvironment    --env names an environment the spec does not define
+    │   ├── UnknownCluster        a cluster alias the spec does not define
+    │   └── BaselineUnavailable   promote's baseline (file or git revision) cannot be read
+    ├── SecretMissing             a secret the spec names is not set
+    ├── ComponentMissing          Java, the Kafka or Spark jars, or the Pulumi CLI are not installed
+    ├── ClusterError              talking to a live cluster failed
+    │   ├── ClusterUnreachable    a Kafka cluster did not answer
+    │   ├── KafkaOperationFailed  an admin operation failed (names the cluster and resource)
+    │   ├── ConnectUnreachable    the Connect REST API did not answer
+    │   └── ConnectRequestFailed  the Connect REST API answered with an error
+    ├── MirrorError               the Spark mirroring job could not be started, stopped or inspected
+    │   └── JobConfigError        the job's config (spark-mirror.json) is unusable
+    ├── ProvisionFailed           a Pulumi provider operation cannot be carried out
+    └── DevError                  the local dev environment could not be started or stopped
+        ├── PortInUse             a port it needs is taken
+        └── NotReady              a started process did not become ready in time
+
+Stdlib only: the Spark job's executors import this module too.
+"""
 
 from __future__ import annotations
 
 
 class Mm2specError(Exception):
     """Base of every error mm2spec reports to a user."""
+
+
+# ------------------------------------------------------------------------------------- the spec
+
+class SpecError(Mm2specError):
+    """The DR spec cannot be used as written: fix the file."""
+
+
+class SpecUnreadable(SpecError):
+    """The spec file cannot be read (missing, a directory, not UTF-8): the message says which."""
+
+
+class SpecSyntaxError(SpecError):
+    """The file is not readable YAML (or not a YAML mapping); the message has FILE:LINE:COL."""
+
+    def __init__(self, pos, message: str):
+        super().__init__(f"{pos}: {message}")
+        self.pos = pos
+        """Where the problem is (``mm2spec.spec.document.Position``)."""
+        self.message = message
+
+
+class SpecInvalid(SpecError):
+    """The spec has one or more problems; ``diagnostics`` lists them all, each with its place."""
+
+    def __init__(self, diagnostics: list):
+        self.diagnostics = sorted(set(diagnostics))
+        count = len(self.diagnostics)
+        super().__init__("\n".join(map(str, self.diagnostics)) + f"\n{count} error{'s' if count != 1 else ''} found")
+
+
+class UnknownEnvironment(SpecError):
+    """``--env`` names an environment the spec does not define: use one it lists."""
+
+
+class UnknownCluster(SpecError, LookupError):
+    """A cluster alias the spec does not define: define it under ``clusters`` or fix the alias."""
+
+
+class BaselineUnavailable(SpecError):
+    """The baseline spec (file or git revision) cannot be read: check the path or revision."""
+
+
+# --------------------------------------------------------------------------- this machine's setup
+
+class SecretMissing(Mm2specError):
+    """A secret the spec names is not set: export it, or set it as a Pulumi secret."""
+
+
+class ComponentMissing(Mm2specError):
+    """A real component (Java, Kafka jars, Spark jars, Pulumi CLI) is not installed: run scripts/setup."""
+
+
+# ---------------------------------------------------------------------------------- live systems
+
+class ClusterError(Mm2specError):
+    """Talking to a live Kafka cluster or Connect worker failed."""
+
+
+class ClusterUnreachable(ClusterError):
+    """A Kafka cluster did not answer within the timeout: check the address and that it runs."""
+
+
+class KafkaOperationFailed(ClusterError):
+    """A Kafka admin operation failed; the message names the cluster and the resource."""
+
+
+class ConnectUnreachable(ClusterError):
+    """The Connect REST API did not answer: check connect.restUrl and that the worker runs."""
+
+
+class ConnectRequestFailed(ClusterError):
+    """The Connect REST API answered with an error (its message is passed on)."""
+
+
+# ----------------------------------------------------------------------------------- operations
+
+class MirrorError(Mm2specError):
+    """The Spark mirroring job could not be started, stopped or inspected; see its log."""
+
+
+class JobConfigError(MirrorError, ValueError):
+    """The job config is unusable; the message names the key, never a secret value."""
+
+
+class ProvisionFailed(Mm2specError):
+    """A Pulumi provider operation cannot be carried out; the message says what to do."""
+
+
+class DevError(Mm2specError):
+    """A dev environment could not be started, inspected or stopped."""
+
+
+class PortInUse(DevError):
+    """A port the dev environment needs is already taken by another process."""
+
+
+class NotReady(DevError):
+    """A started process did not become ready before its deadline (it has been stopped)."""

@@ -1,7 +1,7 @@
 """Entry point of the Spark mirroring job: ``python spark/mirror_job.py --config spark-mirror.json``.
 
 Runs in the foreground until SIGTERM/SIGINT; normally started by ``mm2spec mirror`` or by
-``mm2spec.mirror.start()`` (the Pulumi Spark deployment). The driver runs here (client deploy
+``mm2spec.runtime.deployment.start()`` (the Pulumi Spark deployment). The driver runs here (client deploy
 mode); ``spark.master`` in the config picks local[N] or a spark:// standalone cluster.
 """
 

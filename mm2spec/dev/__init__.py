@@ -19,7 +19,8 @@ from mm2spec.dev.config import (
 )
 from mm2spec.dev.connect import ConnectWorker, MirrorMaker, connect_ready
 from mm2spec.dev.kafka import KafkaCluster, broker_ready
-from mm2spec.dev.process import DevError, JavaProcess, NotReady, PortInUse
+from mm2spec.dev.process import JavaProcess
+from mm2spec.errors import DevError, NotReady, PortInUse
 from mm2spec.dev.stack import DEFAULT_ROOT, DevPorts, DevStack, DevState
 
 __all__ = [

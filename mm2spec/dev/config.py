@@ -13,7 +13,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-HOST = "127.0.0.1"
+from mm2spec.runtime.process import HOST
+
 
 #: Fixed passwords of the secure dev clusters. They protect nothing (loopback only, printed in the
 #: docs on purpose); they exist so that SASL/SCRAM and ACL code paths run for real.

@@ -14,7 +14,8 @@ from mm2spec.components import Components
 
 from mm2spec.dev import process
 from mm2spec.dev.config import HOST, read_properties, rest_port_of
-from mm2spec.dev.process import DevError, JavaProcess
+from mm2spec.dev.process import JavaProcess
+from mm2spec.errors import DevError
 
 MIRROR_SOURCE_CONNECTOR = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
 

@@ -19,7 +19,8 @@ from mm2spec.dev.config import (
     format_args,
     new_cluster_id,
 )
-from mm2spec.dev.process import DevError, JavaProcess
+from mm2spec.dev.process import JavaProcess
+from mm2spec.errors import DevError
 
 # librdkafka reports every refused connection while a broker boots; readiness polling expects them.
 _QUIET = logging.getLogger("mm2spec.dev.readiness")

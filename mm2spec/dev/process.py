@@ -11,29 +11,17 @@ import ctypes
 import os
 import random
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from mm2spec.components import ComponentMissing, Components, components
-from mm2spec.errors import Mm2specError
+from mm2spec.components import Components, components
+from mm2spec.errors import ComponentMissing, DevError, NotReady, PortInUse
 
 from mm2spec.dev.config import HOST, log4j2_properties
-
-
-class DevError(Mm2specError):
-    """A dev environment could not be started, inspected or stopped."""
-
-
-class PortInUse(DevError):
-    """A port the dev environment needs is already taken by another process."""
-
-
-class NotReady(DevError):
-    """A started process did not become ready before its deadline (it has been stopped)."""
+from mm2spec.runtime.process import cmdline_has, listening, port_free, tail  # noqa: F401 (part of this module's API)
 
 
 @dataclass(frozen=True)
@@ -49,7 +37,7 @@ class JavaProcess:
     ports: tuple[int, ...] = ()
 
     def alive(self) -> bool:
-        return _cmdline_has(self.pid, self.token)
+        return cmdline_has(self.pid, self.token)
 
     def to_json(self) -> dict:
         return {**asdict(self), "ports": list(self.ports)}
@@ -107,25 +95,6 @@ def check_ports_free(ports: dict[int, str]) -> None:
         )
 
 
-def port_free(port: int, host: str = HOST) -> bool:
-    """Could a server bind ``port`` now? SO_REUSEADDR as the JVM uses it, so connections lingering
-    in TIME_WAIT from a stopped broker do not count as taken."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def listening(port: int, host: str = HOST) -> bool:
-    """Does something accept connections on ``port``?"""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0
-
-
 def pick_free_ports(count: int, *, low: int = 20000, high: int = 32000, avoid: tuple[int, ...] = ()) -> list[int]:
     """``count`` distinct free ports, below Linux's ephemeral range so that outgoing client
     connections are unlikely to grab one before our server binds it."""
@@ -173,7 +142,7 @@ def start(
     # Just after exec, /proc/<pid>/cmdline is briefly empty; wait until it shows the token so that
     # alive() means what it says from the first call on.
     for _ in range(500):
-        if process.poll() is not None or _cmdline_has(process.pid, token):
+        if process.poll() is not None or cmdline_has(process.pid, token):
             break
         time.sleep(0.01)
     return JavaProcess(name=name, pid=process.pid, token=token, log=str(log), ports=ports)
@@ -231,18 +200,6 @@ def stop_all(processes: list[JavaProcess], grace: float = 30.0) -> None:
         stop(proc, grace)
 
 
-def tail(path: str | Path, lines: int = 25) -> str:
-    """The last ``lines`` lines of a log file (empty if there is none)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def run_to_completion(command: list[str], *, log: Path, timeout: float, what: str) -> None:
     """Run a short Java tool (StorageTool), its output appended to ``log``; DevError if it fails."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -255,17 +212,6 @@ def run_to_completion(command: list[str], *, log: Path, timeout: float, what: st
             raise DevError(f"{what} did not finish within {timeout:.0f}s; see {log}") from None
     if result.returncode != 0:
         raise DevError(f"{what} failed (exit {result.returncode}); last lines of {log}:\n{tail(log)}")
-
-
-def _cmdline_has(pid: int, token: str) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        status = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    # A zombie has exited; it only waits for its parent to collect it.
-    state = status.rsplit(")", 1)[-1].split()[0]
-    return state != "Z" and token.encode() in cmdline
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -30,7 +30,8 @@ from mm2spec.dev.config import (
 from mm2spec.dev.connect import ConnectWorker, MirrorMaker
 from mm2spec.dev.kafka import KafkaCluster, broker_ready
 from mm2spec.dev.process import wait_all_ready
-from mm2spec.dev.process import DevError, JavaProcess
+from mm2spec.dev.process import JavaProcess
+from mm2spec.errors import DevError
 
 #: Where ``mm2spec dev`` keeps data, logs and state unless told otherwise (git-ignored).
 DEFAULT_ROOT = PROJECT_ROOT / ".mm2spec" / "dev"

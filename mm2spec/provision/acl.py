@@ -22,7 +22,7 @@ LITERAL, PREFIXED; ``permission``, ``host``), ``resources`` (name -> sorted oper
 were already there when the stack created the resource; ``destroy`` leaves those in place.
 
 Replaced (delete first, as old and new may share bindings): the cluster or anything in
-``binding``. In place: ``resources``, through ``mm2spec.diff.diff_acls`` on the bindings they
+``binding``. In place: ``resources``, through ``mm2spec.plan.diff.diff_acls`` on the bindings they
 stand for (the diff ``mm2spec plan`` uses).
 """
 
@@ -44,12 +44,13 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from mm2spec.desired import SourceSnapshot, desired_acls
-from mm2spec.diff import diff_acls
-from mm2spec.kafka import KafkaOperationFailed
-from mm2spec.model import AclBinding, DesiredState
+from mm2spec.plan.desired import SourceSnapshot, desired_acls
+from mm2spec.plan.diff import diff_acls
+from mm2spec.errors import KafkaOperationFailed
+from mm2spec.spec.model import AclBinding, DesiredState
 from mm2spec.provision import connection
-from mm2spec.provision.connection import CONNECTION_KEYS, ProvisionFailed
+from mm2spec.errors import ProvisionFailed
+from mm2spec.provision.connection import CONNECTION_KEYS
 
 BINDING_KEYS = ("principal", "resourceType", "patternType", "permission", "host")
 IDENTITY_KEYS = ("cluster", "binding")
@@ -102,7 +103,7 @@ def _name(key: tuple) -> str:
 
 
 def acl_groups(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> list[AclGroup]:
-    """The ACL resources for ``state``: its bindings as ``mm2spec.desired.desired_acls`` wants them,
+    """The ACL resources for ``state``: its bindings as ``mm2spec.plan.desired.desired_acls`` wants them,
     grouped per spec statement. Every wanted binding is in exactly one group."""
     if not state.manage_acls:
         return []

@@ -20,9 +20,9 @@ import os
 import threading
 from typing import Any, Mapping
 
-from mm2spec.errors import Mm2specError
-from mm2spec.kafka import KafkaAdmin
-from mm2spec.model import Cluster, Security
+from mm2spec.errors import ProvisionFailed
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.spec.model import Cluster, Security
 
 #: Inputs that say which cluster and how to reach it (``password`` aside).
 CONNECTION_KEYS = ("cluster", "connection")
@@ -34,10 +34,6 @@ UNCOMPARED = frozenset({PASSWORD, "__provider"})
 _ADMINS = threading.local()
 # Secret config handed to the provider host by Pulumi (``ResourceProvider.configure``), by name.
 _CONFIGURED: dict[str, str] = {}
-
-
-class ProvisionFailed(Mm2specError):
-    """A provider operation cannot be carried out; the message says what to do."""
 
 
 def provisioning_security(cluster: Cluster) -> Security:

@@ -6,7 +6,7 @@ password: SASL settings reference the secret as ``${env:NAME}``, resolved by the
 add ``adopted``: the connector was registered before the stack took it over; ``destroy`` leaves it.
 
 Replaced: another name or another Connect cluster (URL). In place: the config, through
-``PUT /connectors/{name}/config``; what changed is ``mm2spec.diff.diff_connector``, the function
+``PUT /connectors/{name}/config``; what changed is ``mm2spec.plan.diff.diff_connector``, the function
 ``mm2spec plan`` uses.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-from mm2spec.connect import ConnectClient
-from mm2spec.diff import diff_connector
+from mm2spec.live.connect import ConnectClient
+from mm2spec.plan.diff import diff_connector
 
 INPUT_KEYS = ("connectUrl", "name", "config")
 IDENTITY_KEYS = ("connectUrl", "name")

@@ -11,7 +11,7 @@ clusters once, and declares the resources with ``declare``.
 
 - a ``Topic`` for every internal topic (replication factor -1, compacted) and for every source topic
   a mirror's patterns select today (the source's partition count and, with ``syncTopicConfigs``,
-  its configs), from ``mm2spec.desired.desired_resources``, the list ``mm2spec plan`` uses too;
+  its configs), from ``mm2spec.plan.desired.desired_resources``, the list ``mm2spec plan`` uses too;
 - with ``acls.manage``, an ``Acl`` per statement of the spec on each cluster (a stated binding, or
   every name one regex matches on the source today; see ``acl``);
 - engine ``connect``: the ``WorkerConfig`` file and a ``Connector`` per MM2 connector;
@@ -27,11 +27,11 @@ from typing import Callable, Mapping
 
 import pulumi
 
-from mm2spec.compile import load_desired_state
-from mm2spec.desired import DesiredResources, SourceSnapshot, desired_resources, snapshot_sources
-from mm2spec.errors import Mm2specError
-from mm2spec.kafka import KafkaAdmin, SecretMissing
-from mm2spec.model import DesiredState
+from mm2spec.spec.load import load_desired_state
+from mm2spec.plan.desired import DesiredResources, SourceSnapshot, desired_resources, snapshot_sources
+from mm2spec.errors import Mm2specError, SecretMissing
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.spec.model import DesiredState
 from mm2spec.provision.acl import Acl, AclGroup, acl_groups, acl_inputs
 from mm2spec.provision.connection import connection_inputs, provisioning_security
 from mm2spec.provision.connector import Connector, connector_inputs

@@ -3,7 +3,7 @@
 Inputs: ``path``, ``root`` and ``content``: the Spark job's config (``spark-mirror.json``, from
 ``mm2spec.render.spark_job_config``; MM2 key names, passwords only as ``${env:NAME}``); ``run``
 (stack config ``mm2spec:sparkRun``, default false): whether the stack also runs the job, through
-``mm2spec.mirror.start``/``stop`` (the driver on this machine, executors where ``spark.master``
+``mm2spec.runtime.deployment.start``/``stop`` (the driver on this machine, executors where ``spark.master``
 says); ``stateDir``: the job's folder (``job.json``, ``driver.pid``, ``driver.log``,
 ``status.json``), by default ``.mm2spec/spark/<job name>`` as for ``mm2spec mirror``. Outputs add
 ``file``, ``sha256`` and, when it runs, ``pid`` and ``configHash``.
@@ -25,9 +25,9 @@ import pulumi
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, Resource, UpdateResult
 
 from mm2spec.errors import Mm2specError
-from mm2spec.model import DesiredState
+from mm2spec.spec.model import DesiredState
 from mm2spec.provision import connection
-from mm2spec.provision.connection import ProvisionFailed
+from mm2spec.errors import ProvisionFailed
 from mm2spec.provision.files import INPUT_KEYS as FILE_KEYS
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
 from mm2spec.render import anchor_checkpoint, spark_job_config
@@ -75,7 +75,7 @@ class SparkDeploymentProvider(RenderedFileProvider):
         return {**written, "run": bool(props.get("run")), "stateDir": props.get("stateDir")}
 
     def _start(self, props: Mapping[str, Any]) -> dict[str, Any]:
-        from mm2spec import mirror
+        from mm2spec.runtime import deployment as mirror
 
         # Relative to the project root, as for `mm2spec mirror` run there (not to this process's cwd).
         job = anchor_checkpoint(json.loads(props["content"]), props["root"])
@@ -88,7 +88,7 @@ class SparkDeploymentProvider(RenderedFileProvider):
 
     @staticmethod
     def _stop(props: Mapping[str, Any]) -> None:
-        from mm2spec import mirror
+        from mm2spec.runtime import deployment as mirror
 
         if mirror.stop(_state_dir(props)):
             pulumi.log.info(f"stopped the Spark mirroring job in {_state_dir(props)}")

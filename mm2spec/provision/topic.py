@@ -12,7 +12,7 @@ decrease without ``allowReplacement`` (check fails with the reason, so preview a
 touching anything). In place: more partitions, and configs through incremental alter (SET what
 changed, DELETE what the spec no longer sets).
 
-Diff compares the new inputs with the recorded outputs through ``mm2spec.diff.diff_topic`` (no
+Diff compares the new inputs with the recorded outputs through ``mm2spec.plan.diff.diff_topic`` (no
 network: drift is ``mm2spec plan``'s job); create and update read the live topic and apply the
 same diff to it. An adopted topic is not deleted by ``destroy``: its data was not the stack's.
 """
@@ -35,11 +35,13 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from mm2spec.desired import TopicSpec
-from mm2spec.diff import Change, diff_configs, diff_topic
-from mm2spec.kafka import KafkaAdmin, LiveTopic
+from mm2spec.plan.desired import TopicSpec
+from mm2spec.plan.diff import Change, diff_configs, diff_topic
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.live.state import LiveTopic
 from mm2spec.provision import connection
-from mm2spec.provision.connection import CONNECTION_KEYS, ProvisionFailed
+from mm2spec.errors import ProvisionFailed
+from mm2spec.provision.connection import CONNECTION_KEYS
 
 INPUT_KEYS = CONNECTION_KEYS + ("name", "partitions", "configs", "options")
 IDENTITY_KEYS = ("cluster", "name")

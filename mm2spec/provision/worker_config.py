@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import Resource
 
-from mm2spec.model import DesiredState
+from mm2spec.spec.model import DesiredState
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
 from mm2spec.render import properties_text, worker_properties
 

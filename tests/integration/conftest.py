@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from mm2spec.components import ComponentMissing
+from mm2spec.errors import ComponentMissing
 from mm2spec.dev import BrokerSpec, ConnectWorker, DevPorts, DevStack, DevState, JavaProcess, connect_worker_properties
 from mm2spec.dev import process as dev_process
 from mm2spec.dev.config import read_properties

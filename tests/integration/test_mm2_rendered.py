@@ -25,13 +25,13 @@ from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError,
                              TopicCollection, TopicPartition)
 from confluent_kafka.admin import AdminClient
 
-from mm2spec.compile import load_desired_state
-from mm2spec.connect import ConnectClient
+from mm2spec.spec.load import load_desired_state
+from mm2spec.live.connect import ConnectClient
 from mm2spec.dev import MM2_PASSWORD, MirrorMaker
 from mm2spec.dev import process as dev_process
 from mm2spec.errors import Mm2specError
-from mm2spec.kafka import KafkaAdmin
-from mm2spec.model import DesiredState
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.spec.model import DesiredState
 from mm2spec.render import connectors, render_files, worker_properties, write_files
 from specs import MM2_SECRET, SECRETS, retarget_example, write_spec
 

@@ -8,11 +8,11 @@ import textwrap
 import pytest
 
 from mm2spec.cli import main
-from mm2spec.compile import load_desired_state
-from mm2spec.connect import ConnectClient
-from mm2spec.desired import desired_resources, snapshot_sources
-from mm2spec.kafka import KafkaAdmin
-from mm2spec.model import AclBinding
+from mm2spec.spec.load import load_desired_state
+from mm2spec.live.connect import ConnectClient
+from mm2spec.plan.desired import desired_resources, snapshot_sources
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.spec.model import AclBinding
 from mm2spec.render import connectors, render_files, write_files
 from specs import write_spec
 

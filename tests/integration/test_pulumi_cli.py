@@ -21,7 +21,8 @@ import pytest
 
 from required import missing_component
 
-from mm2spec.components import PROJECT_ROOT, ComponentMissing, components, versions
+from mm2spec.components import PROJECT_ROOT, components, versions
+from mm2spec.errors import ComponentMissing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

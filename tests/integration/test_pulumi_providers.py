@@ -11,15 +11,16 @@ import uuid
 
 import pytest
 
-from mm2spec.compile import load_desired_state
-from mm2spec.connect import ConnectClient
-from mm2spec.desired import TopicSpec
+from mm2spec.spec.load import load_desired_state
+from mm2spec.live.connect import ConnectClient
+from mm2spec.plan.desired import TopicSpec
 from mm2spec.dev import ADMIN_PASSWORD
-from mm2spec.kafka import KafkaAdmin
-from mm2spec.model import AclBinding, Cluster, Security
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.spec.model import AclBinding, Cluster, Security
 from mm2spec.provision import connection
 from mm2spec.provision.acl import AclGroup, AclProvider, acl_inputs
-from mm2spec.provision.connection import ProvisionFailed, connection_inputs
+from mm2spec.errors import ProvisionFailed
+from mm2spec.provision.connection import connection_inputs
 from mm2spec.provision.connector import ConnectorProvider, connector_inputs
 from mm2spec.provision.topic import TopicProvider, topic_inputs
 from mm2spec.render import connectors
@@ -191,8 +192,9 @@ def test_delete_uses_the_current_secret_when_the_recorded_one_is_stale(secure_ka
 
 def test_spark_deployment_runs_and_stops_the_mirroring_job(kafka_pair, unique_name, tmp_path):
     from conftest import missing_component
-    from mm2spec import mirror
-    from mm2spec.components import ComponentMissing, components
+    from mm2spec.runtime import deployment as mirror
+    from mm2spec.components import components
+    from mm2spec.errors import ComponentMissing
     from mm2spec.provision.spark_deployment import SparkDeploymentProvider, spark_deployment_inputs
 
     try:

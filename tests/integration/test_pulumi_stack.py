@@ -32,10 +32,11 @@ import pytest
 from required import missing_component
 import yaml
 
-from mm2spec.components import PROJECT_ROOT, ComponentMissing, components
+from mm2spec.components import PROJECT_ROOT, components
+from mm2spec.errors import ComponentMissing
 from mm2spec.dev import ADMIN_PASSWORD, MM2_PASSWORD
-from mm2spec.kafka import KafkaAdmin
-from mm2spec.model import Cluster, Security
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.spec.model import Cluster, Security
 from specs import ADMIN_SECRET, MM2_SECRET, spec_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

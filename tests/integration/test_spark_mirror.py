@@ -1,7 +1,7 @@
 """The Spark mirroring job on real clusters: data fidelity, new topics, a driver crash, delivery
 guarantees, and MM2's RemoteClusterUtils reading the job's checkpoints for a failover.
 
-Each test starts the job as a deployment would (``mm2spec.mirror.start``), with a rendered-shape
+Each test starts the job as a deployment would (``mm2spec.runtime.deployment.start``), with a rendered-shape
 job config, and judges only what a consumer of the dr cluster sees.
 """
 
@@ -20,8 +20,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from mm2spec import mirror
-from mm2spec.components import ComponentMissing, components
+from mm2spec.dev.spark import start_standalone_cluster
+from mm2spec.runtime import deployment as mirror
+from mm2spec.components import components
+from mm2spec.errors import ComponentMissing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -365,7 +367,7 @@ def test_runs_on_a_standalone_cluster(kafka_pair, spark_ready, tmp_path):
     primary, dr = kafka_pair.primary.bootstrap, kafka_pair.dr.bootstrap
     create_topic(primary, topic, 2)
     produce(primary, topic, 2000, 2)
-    cluster = mirror.start_standalone_cluster(tmp_path / "standalone", cores=2, memory="1g")
+    cluster = start_standalone_cluster(tmp_path / "standalone", cores=2, memory="1g")
     try:
         config = job_config(kafka_pair, f"sa-{uid}", f"it-{uid}-.*", "none", tmp_path / "checkpoints",
                             exactly_once=False, master=cluster.master_url)

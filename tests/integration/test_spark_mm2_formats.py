@@ -20,7 +20,8 @@ from required import missing_component
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mm2spec.components import ComponentMissing, components
+from mm2spec.components import components
+from mm2spec.errors import ComponentMissing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 

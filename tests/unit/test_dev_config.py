@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mm2spec.components import ComponentMissing, Components, versions
-from mm2spec.dev import commands
+from mm2spec.components import Components, versions
+from mm2spec.errors import ComponentMissing
+from mm2spec.cli import dev as commands
 from mm2spec.dev.config import (
     ADMIN_PASSWORD,
     MM2_PASSWORD,
@@ -159,7 +160,7 @@ def test_missing_java_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.Mon
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mm2spec")
-    commands.add_parser(parser.add_subparsers(dest="command", required=True))
+    commands.add_parsers(parser.add_subparsers(dest="command", required=True))
     return parser
 
 

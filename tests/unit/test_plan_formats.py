@@ -12,13 +12,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from mm2spec.compile import compile_spec
-from mm2spec.document import parse
-from mm2spec.kafka import LiveTopic
-from mm2spec.model import AclBinding
-from mm2spec.plan import build_plan
-from mm2spec.planformat import mask, to_json, to_markdown, to_text
-from mm2spec.validate import resolve, validate
+from mm2spec.spec.compile import compile_spec
+from mm2spec.spec.document import parse
+from mm2spec.live.state import LiveTopic
+from mm2spec.spec.model import AclBinding
+from mm2spec.plan.build import build_plan
+from mm2spec.plan.formats import mask, to_json, to_markdown, to_text
+from mm2spec.spec.validate import resolve, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "plan"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mm2spec.cli import main
-from mm2spec.promote import promote
+from mm2spec.spec.promote import promote
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dr-spec.example.yaml"
 

@@ -15,9 +15,10 @@ import pulumi
 import pytest
 from pulumi.runtime import Mocks, set_mocks
 
-from mm2spec.compile import load_desired_state
-from mm2spec.desired import SourceSnapshot
-from mm2spec.kafka import LiveTopic, SecretMissing
+from mm2spec.spec.load import load_desired_state
+from mm2spec.plan.desired import SourceSnapshot
+from mm2spec.errors import SecretMissing
+from mm2spec.live.state import LiveTopic
 from mm2spec.provision import acl, connection, connector, program, spark_deployment, topic, worker_config
 from mm2spec.provision.files import RenderedFileProvider
 from mm2spec.render import connectors, spark_job_config

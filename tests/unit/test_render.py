@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mm2spec.compile import load_desired_state
+from mm2spec.spec.load import load_desired_state
 from mm2spec.render import render_files, write_files
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,16 +11,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
-from mm2spec import mirror  # noqa: E402
+from mm2spec.cli import mirror as mirror_cli  # noqa: E402
+from mm2spec.runtime import deployment as mirror  # noqa: E402
 from mm2spark.metrics import BatchReport, MirrorMetrics, progress_line  # noqa: E402
 
 
 def test_mirror_command_registers_with_a_handler():
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers()
-    mirror.add_parser(commands)
+    mirror_cli.add_parsers(commands)
     args = parser.parse_args(["mirror", "spec.yaml", "--env", "dev", "--master", "spark://127.0.0.1:7077"])
-    assert args.func is mirror.cmd_mirror and args.env == "dev" and args.master == "spark://127.0.0.1:7077"
+    assert args.func is mirror_cli.cmd_mirror and args.env == "dev" and args.master == "spark://127.0.0.1:7077"
 
 
 def test_status_of_a_job_that_never_ran(tmp_path):

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from mm2spec.cli import main
-from mm2spec.compile import compile_spec, load_desired_state
-from mm2spec.document import Position, locate, parse, to_plain
-from mm2spec.patterns import classify, java_regex_error
-from mm2spec.validate import SpecInvalid, UnknownEnvironment, resolve
+from mm2spec.spec.compile import compile_spec
+from mm2spec.spec.load import load_desired_state
+from mm2spec.spec.document import Position, locate, parse, to_plain
+from mm2spec.spec.patterns import classify, java_regex_error
+from mm2spec.errors import SpecInvalid, UnknownEnvironment
+from mm2spec.spec.validate import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"

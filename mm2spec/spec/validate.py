@@ -18,12 +18,12 @@ from typing import Any, Iterable
 
 import jsonschema
 
-from mm2spec.document import Mapping, Node, Position, Scalar, locate, pointer, to_plain
-from mm2spec.errors import Mm2specError
-from mm2spec.overlay import item_name, merge
-from mm2spec.patterns import java_regex_error
+from mm2spec.spec.document import Mapping, Node, Position, Scalar, locate, pointer, to_plain
+from mm2spec.errors import SpecInvalid, UnknownEnvironment
+from mm2spec.spec.overlay import item_name, merge
+from mm2spec.spec.patterns import java_regex_error
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "dr-spec.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "dr-spec.schema.json"
 
 _SENSITIVE_KEY = re.compile(r"pass|secret|jaas|token|credential|private|sasl", re.IGNORECASE)
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$")
@@ -56,19 +56,6 @@ class Diagnostic:
     def to_json(self) -> dict:
         return {"file": self.file, "line": self.line, "column": self.column, "pointer": self.pointer,
                 "message": self.message, "hint": self.hint, "environment": self.env}
-
-
-class SpecInvalid(Mm2specError):
-    """The spec has one or more problems; ``diagnostics`` lists them all."""
-
-    def __init__(self, diagnostics: list[Diagnostic]):
-        self.diagnostics = sorted(set(diagnostics))
-        count = len(self.diagnostics)
-        super().__init__("\n".join(map(str, self.diagnostics)) + f"\n{count} error{'s' if count != 1 else ''} found")
-
-
-class UnknownEnvironment(Mm2specError):
-    """``--env`` names an environment the spec does not define."""
 
 
 @lru_cache(maxsize=1)

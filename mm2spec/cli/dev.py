@@ -1,17 +1,20 @@
-"""``mm2spec dev up|status|down``: argument parsing only; the work is in :mod:`mm2spec.dev.stack`.
+"""``mm2spec dev up|status|down|seed|wait-mirrored``: local clusters and demo data.
 
-Errors are raised as :class:`mm2spec.errors.Mm2specError` subclasses for the main CLI to print.
+Argument parsing only; the work is in :mod:`mm2spec.dev.stack` and :mod:`mm2spec.dev.demo`.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from mm2spec.dev import demo
 from mm2spec.dev.stack import DEFAULT_ROOT, DevStack
+from mm2spec.spec.load import load_desired_state
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``dev`` and its subcommands; each sets ``func`` to a handler returning an exit code."""
     dev = subparsers.add_parser(
         "dev",
@@ -19,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Start, inspect and stop local single-node Kafka clusters 'primary' (127.0.0.1:19092) "
         "and 'dr' (127.0.0.1:29092) and a Kafka Connect worker (http://127.0.0.1:8083), without Docker.",
     )
-    commands = dev.add_subparsers(dest="dev_command", metavar="{up,status,down}", required=True)
+    commands = dev.add_subparsers(dest="dev_command", metavar="{up,status,down,seed,wait-mirrored}", required=True)
 
     up = commands.add_parser("up", help="start the clusters (and Connect) and wait until they answer")
     up.add_argument(
@@ -49,7 +52,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     down.add_argument("--wipe", action="store_true", help="also delete the clusters' data and logs")
     _add_dir(down)
     down.set_defaults(func=_down)
+
+    seed = commands.add_parser("seed", help="create the spec's source topics, produce demo records, commit group offsets")
+    _add_spec(seed)
+    seed.add_argument("--records", type=int, default=3000, help="records per topic (default 3000)")
+    seed.set_defaults(func=_seed)
+
+    wait = commands.add_parser("wait-mirrored", help="wait until every mirrored partition holds its source's records")
+    _add_spec(wait)
+    wait.add_argument("--timeout", type=float, default=180, metavar="SECONDS", help="give up after (default 180)")
+    wait.set_defaults(func=_wait_mirrored)
     return dev
+
+
+def _add_spec(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", help="the DR spec YAML file")
+    parser.add_argument("--env", help="the environment (default: the base spec)")
 
 
 def _add_dir(parser: argparse.ArgumentParser) -> None:
@@ -87,3 +105,21 @@ def _down(args: argparse.Namespace) -> int:
     if args.wipe:
         print(f"deleted the dev data in {stack.root}")
     return 0
+
+
+def _seed(args: argparse.Namespace) -> int:
+    for line in demo.seed(load_desired_state(args.spec, args.env), args.records):
+        print(line, flush=True)
+    return 0
+
+
+def _wait_mirrored(args: argparse.Namespace) -> int:
+    complete, rows = demo.wait_mirrored(load_desired_state(args.spec, args.env), args.timeout)
+    print(f"{'flow':<16} {'source topic':<18} {'target topic':<24} {'source':>8} {'target':>8}")
+    for row in rows:
+        print(f"{row.flow:<16} {row.source_topic:<18} {row.target_topic:<24} {row.source_records:>8} {row.target_records:>8}")
+    if complete:
+        print("every mirrored partition holds as many records as its source")
+        return 0
+    print(f"error: the target did not catch up within {args.timeout:.0f} s", file=sys.stderr)
+    return 1

@@ -32,8 +32,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mm2spec.errors import Mm2specError
-from mm2spec.model import AclBinding, Cluster
+from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing
+from mm2spec.live.state import LiveTopic
+from mm2spec.spec.model import AclBinding, Cluster
 
 _QUIET = logging.getLogger("mm2spec.librdkafka")
 _QUIET.addHandler(logging.NullHandler())
@@ -44,18 +45,6 @@ _RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CL
                    "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
 _RESOURCE_NAMES = {v: k for k, v in _RESOURCE_TYPES.items()}
 _PATTERNS = {"LITERAL": ResourcePatternType.LITERAL, "PREFIXED": ResourcePatternType.PREFIXED}
-
-
-class SecretMissing(Mm2specError):
-    """A secret the spec names is not set (neither given by Pulumi nor in the environment)."""
-
-
-class ClusterUnreachable(Mm2specError):
-    """A cluster did not answer within the timeout."""
-
-
-class KafkaOperationFailed(Mm2specError):
-    """A Kafka admin operation failed; the message names the cluster and the resource."""
 
 
 SecretLookup = Callable[[str], "str | None"]
@@ -88,16 +77,6 @@ def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets, admin: 
                     f"(export {security.password_secret}=... or set it as a Pulumi secret)")
             config["sasl.password"] = password
     return config
-
-
-@dataclass(frozen=True)
-class LiveTopic:
-    """A topic as it is on a cluster. ``configs`` holds only values set on the topic (not defaults)."""
-
-    name: str
-    partitions: int
-    replication_factor: int
-    configs: Mapping[str, str]
 
 
 def _describe_failure(exc: BaseException) -> str:

@@ -1,26 +1,26 @@
 """Data for the local demo: seed the example's source topics, then check what arrived on the target.
 
-    python -m mm2spec.demo seed SPEC --env dev [--records 3000]
-    python -m mm2spec.demo verify SPEC --env dev [--timeout 180]
+    mm2spec dev seed SPEC --env dev [--records 3000]
+    mm2spec dev wait-mirrored SPEC --env dev [--timeout 180]
 
 ``seed`` creates the source topics the spec's patterns name (plain names and one topic per
 prefix), produces keyed records with headers, and commits offsets for the spec's literal groups.
-``verify`` waits until every mirrored partition on the target holds as many records as its source
+``wait_mirrored`` waits until every mirrored partition on the target holds as many records as its source
 partition (per the replication policy's names) and prints a table; exit 1 if it never does.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+from dataclasses import dataclass
+from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mm2spec.compile import load_desired_state
-from mm2spec.errors import Mm2specError
-from mm2spec.kafka import KafkaAdmin, client_config
-from mm2spec.model import DesiredState
+from mm2spec.spec.load import load_desired_state
+from mm2spec.errors import KafkaOperationFailed
+from mm2spec.live.kafka import KafkaAdmin, client_config
+from mm2spec.spec.model import DesiredState
 
 PARTITIONS = 3
 
@@ -42,7 +42,8 @@ def _end_offsets(admin: KafkaAdmin, topic: str) -> list[int]:
     return admin.end_offsets(topic, live.partitions) if live else []
 
 
-def seed(state: DesiredState, records: int) -> None:
+def seed(state: DesiredState, records: int) -> Iterator[str]:
+    """Create and fill the source topics; yields a line per step for the caller to show."""
     for alias, names in _source_topics(state).items():
         cluster = state.cluster(alias)
         admin = KafkaAdmin(cluster)
@@ -58,12 +59,12 @@ def seed(state: DesiredState, records: int) -> None:
                 if i % 1000 == 0:
                     producer.poll(0)
         if producer.flush(60):
-            raise Mm2specError(f"cluster {alias}: records were not all delivered within 60 s")
-        print(f"seeded {alias}: {', '.join(names)} ({records} records each, {PARTITIONS} partitions)")
-        _commit_groups(state, alias, names)
+            raise KafkaOperationFailed(f"cluster {alias}: records were not all delivered within 60 s")
+        yield f"seeded {alias}: {', '.join(names)} ({records} records each, {PARTITIONS} partitions)"
+        yield from _commit_groups(state, alias, names)
 
 
-def _commit_groups(state: DesiredState, alias: str, names: list[str]) -> None:
+def _commit_groups(state: DesiredState, alias: str, names: list[str]) -> Iterator[str]:
     """Commit offsets half-way through each topic for the spec's literal groups (idle afterwards)."""
     config = client_config(state.cluster(alias))
     admin = KafkaAdmin(state.cluster(alias))
@@ -78,7 +79,7 @@ def _commit_groups(state: DesiredState, alias: str, names: list[str]) -> None:
                 _commit_when_coordinator_ready(consumer, offsets)
             finally:
                 consumer.close()
-            print(f"group {group} on {alias}: committed offsets half-way through {len(names)} topics")
+            yield f"group {group} on {alias}: committed offsets half-way through {len(names)} topics"
 
 
 def _commit_when_coordinator_ready(consumer: Consumer, offsets: list, timeout: float = 60.0) -> None:
@@ -92,13 +93,25 @@ def _commit_when_coordinator_ready(consumer: Consumer, offsets: list, timeout: f
             code = exc.args[0].code() if exc.args else None
             if code not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                             KafkaError.COORDINATOR_NOT_AVAILABLE) or time.monotonic() > deadline:
-                raise
+                raise KafkaOperationFailed(f"commit offsets for {len(offsets)} partitions: {exc}") from None
             time.sleep(0.5)
 
 
-def verify(state: DesiredState, timeout: float) -> bool:
+@dataclass(frozen=True)
+class MirroredCount:
+    """Records of one mirrored topic on its source and on the target."""
+
+    flow: str
+    source_topic: str
+    target_topic: str
+    source_records: int
+    target_records: int
+
+
+def wait_mirrored(state: DesiredState, timeout: float) -> tuple[bool, list[MirroredCount]]:
+    """Wait until every demo topic's partitions on the target hold as many records as on the
+    source; (caught up, the last counts)."""
     deadline = time.monotonic() + timeout
-    rows: list[tuple] = []
     while True:
         rows, complete = [], True
         for flow in state.mirrors:
@@ -106,39 +119,8 @@ def verify(state: DesiredState, timeout: float) -> bool:
             for name in _source_topics(state).get(flow.source, []):
                 source = _end_offsets(source_admin, name)
                 target = _end_offsets(target_admin, flow.target_topic(name))
-                rows.append((flow.name, name, flow.target_topic(name), sum(source), sum(target)))
+                rows.append(MirroredCount(flow.name, name, flow.target_topic(name), sum(source), sum(target)))
                 complete &= target == source
         if complete or time.monotonic() > deadline:
-            break
+            return complete, rows
         time.sleep(2)
-    print(f"{'flow':<16} {'source topic':<18} {'target topic':<24} {'source':>8} {'target':>8}")
-    for flow, name, target_name, source_count, target_count in rows:
-        print(f"{flow:<16} {name:<18} {target_name:<24} {source_count:>8} {target_count:>8}")
-    return complete
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mm2spec.demo")
-    parser.add_argument("action", choices=["seed", "verify"])
-    parser.add_argument("spec")
-    parser.add_argument("--env")
-    parser.add_argument("--records", type=int, default=3000)
-    parser.add_argument("--timeout", type=float, default=180)
-    args = parser.parse_args(argv)
-    try:
-        state = load_desired_state(args.spec, args.env)
-        if args.action == "seed":
-            seed(state, args.records)
-            return 0
-        if verify(state, args.timeout):
-            print("every mirrored partition holds as many records as its source")
-            return 0
-        print(f"error: the target did not catch up within {args.timeout:.0f} s", file=sys.stderr)
-        return 1
-    except (Mm2specError, KafkaException) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 A DR spec is loaded into a tree of ``Node`` objects (maps, sequences, scalars), each carrying the
 file, line and column it was written at. Environment overlays are merged on this tree (see
-``mm2spec.overlay``), so after merging every value still points at the line that set it: an error
+``mm2spec.spec.overlay``), so after merging every value still points at the line that set it: an error
 in the ``dev`` environment points into the ``environments.dev`` block, not at the base value.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Union
 
 import yaml
 
-from mm2spec.errors import Mm2specError
+from mm2spec.errors import SpecSyntaxError, SpecUnreadable
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,6 @@ class Mapping:
 
 
 Node = Union[Scalar, Sequence, Mapping]
-
-
-class SpecSyntaxError(Mm2specError):
-    """The file is not readable YAML (or not a YAML mapping)."""
-
-    def __init__(self, pos: Position, message: str):
-        super().__init__(f"{pos}: {message}")
-        self.pos = pos
-        self.message = message
 
 
 def _pos(file: str, mark: yaml.Mark) -> Position:
@@ -117,13 +108,13 @@ def load_file(path: str | Path) -> Node:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise Mm2specError(f"{path}: no such file") from None
+        raise SpecUnreadable(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise Mm2specError(f"{path}: is a directory, expected a DR spec YAML file") from None
+        raise SpecUnreadable(f"{path}: is a directory, expected a DR spec YAML file") from None
     except UnicodeDecodeError as exc:
-        raise Mm2specError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise SpecUnreadable(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
-        raise Mm2specError(f"{path}: cannot read: {exc.strerror}") from None
+        raise SpecUnreadable(f"{path}: cannot read: {exc.strerror}") from None
     return parse(text, str(path))
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
-from mm2spec.kafka import LiveTopic
-from mm2spec.model import AclBinding, DesiredState, MirrorFlow
-from mm2spec.patterns import NameSelector, python_regex
+from mm2spec.live.state import LiveTopic
+from mm2spec.spec.model import AclBinding, DesiredState, MirrorFlow
+from mm2spec.spec.patterns import NameSelector, python_regex
 
 # Topic configs MM2's DefaultConfigPropertyFilter never copies to the target (cluster-specific).
 NOT_SYNCED_CONFIGS = frozenset({

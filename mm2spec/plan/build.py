@@ -2,7 +2,7 @@
 
 The planner reads each cluster a bounded number of times (one metadata + one batched DescribeConfigs
 for topics, one DescribeAcls per principal, one Connect request for every connector), compares with
-the shared diff (``mm2spec.diff``) and returns a ``Plan``. It never prints: ``mm2spec.planformat``
+the shared diff (``mm2spec.plan.diff``) and returns a ``Plan``. It never prints: ``mm2spec.plan.formats``
 renders a plan as text, markdown or JSON.
 """
 
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from mm2spec.connect import ConnectClient
-from mm2spec.desired import DesiredResources, PatternResolution, TopicSpec, desired_resources, snapshot_sources
-from mm2spec.diff import Action, FieldChange, diff_acls, diff_connector, diff_topic
-from mm2spec.kafka import KafkaAdmin
-from mm2spec.model import AclBinding, DesiredState
+from mm2spec.live.connect import ConnectClient
+from mm2spec.plan.desired import DesiredResources, PatternResolution, TopicSpec, desired_resources, snapshot_sources
+from mm2spec.plan.diff import Action, FieldChange, diff_acls, diff_connector, diff_topic
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.spec.model import AclBinding, DesiredState
 from mm2spec.render import anchor_checkpoint, connectors, spark_job_config
 
 PLAN_FORMAT_VERSION = "mm2spec-plan/v1"

@@ -18,14 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mm2spec.document import Mapping, Node, Position, Sequence, load_file, parse
-from mm2spec.errors import Mm2specError
-from mm2spec.overlay import item_name
-from mm2spec.validate import SpecInvalid, resolve, validate
-
-
-class BaselineUnavailable(Mm2specError):
-    """The baseline spec (file or git revision) cannot be read."""
+from mm2spec.spec.document import Mapping, Node, Position, Sequence, load_file, parse
+from mm2spec.errors import BaselineUnavailable, Mm2specError
+from mm2spec.spec.overlay import item_name
+from mm2spec.spec.load import load_valid
+from mm2spec.spec.validate import resolve
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ def _leaves(node: Node, path: str = "") -> dict[str, tuple[Any, Position]]:
                 out.update(_leaves(item, f"{path}/{name}"))
             return out
         # Lists of values (topics, bootstrap servers) compare as one value: order is meaning.
-        from mm2spec.document import to_plain
+        from mm2spec.spec.document import to_plain
         return {path: (to_plain(node), node.pos)}
     return {path: (node.value, node.pos)}
 
@@ -165,12 +162,7 @@ def load_baseline(spec: str, baseline: str | None) -> tuple[Node | None, str | N
 
 def promote(spec: str, from_env: str, to_env: str, baseline: str | None = None) -> Promotion:
     """Compare ``from_env`` with ``to_env`` (intended) and the baseline's ``to_env`` with the new one (carried)."""
-    root = load_file(spec)
-    for env in (from_env, to_env):
-        resolve(root, env)  # unknown environments fail first, naming the known ones
-    problems = validate(root, from_env) + validate(root, to_env)
-    if problems:
-        raise SpecInvalid(problems)
+    root = load_valid(spec, from_env, to_env)
     from_doc, to_doc = resolve(root, from_env), resolve(root, to_env)
     source, target = _leaves(from_doc), _leaves(to_doc)
     spans = (_overlay_lines(root, from_env), _overlay_lines(root, to_env))

@@ -1,7 +1,7 @@
 """Desired state: what a DR spec means for one environment, as frozen dataclasses.
 
 Everything downstream (render, plan, Pulumi, playbooks, the Spark job config) reads these types,
-never raw YAML. ``mm2spec.compile`` builds them from a validated document.
+never raw YAML. ``mm2spec.spec.compile`` builds them from a validated document.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mm2spec.patterns import NamePattern
+from mm2spec.errors import UnknownCluster
+from mm2spec.spec.patterns import NamePattern
 
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
@@ -255,7 +256,8 @@ class DesiredState:
         for cluster in self.clusters:
             if cluster.alias == alias:
                 return cluster
-        raise KeyError(alias)
+        raise UnknownCluster(f'cluster "{alias}" is not defined in spec {self.name}; defined: '
+                             f"{', '.join(c.alias for c in self.clusters)}")
 
     @property
     def exactly_once(self) -> bool:

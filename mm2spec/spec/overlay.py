@@ -1,6 +1,6 @@
 """Per-environment overlays: JSON Merge Patch (RFC 7386) on positioned trees, lists of named items by name.
 
-Merging happens on ``mm2spec.document`` nodes, not on plain dicts, so every merged value keeps the
+Merging happens on ``mm2spec.spec.document`` nodes, not on plain dicts, so every merged value keeps the
 source position of whichever document (base or overlay) set it.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from mm2spec.document import Mapping, Node, Scalar, Sequence
+from mm2spec.spec.document import Mapping, Node, Scalar, Sequence
 
 
 def item_name(node: Node, list_key: str | None) -> str | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import re
 
-from mm2spec.diff import FieldChange
-from mm2spec.plan import PLAN_FORMAT_VERSION, Plan, ResourceChange
+from mm2spec.plan.diff import FieldChange
+from mm2spec.plan.build import PLAN_FORMAT_VERSION, Plan, ResourceChange
 
 SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "refused": "!", "no-op": " "}
 WORDS = {"create": "create", "update": "update", "replace": "replace", "delete": "delete", "refused": "refused"}

@@ -7,11 +7,10 @@ those the Connect worker needs for itself (internal topics, group, transactional
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from mm2spec.document import Node, load_file, to_plain
-from mm2spec.model import (
+from mm2spec.spec.document import Node, to_plain
+from mm2spec.spec.model import (
     AclBinding,
     AclPattern,
     Cluster,
@@ -22,8 +21,7 @@ from mm2spec.model import (
     Security,
     SparkDeployment,
 )
-from mm2spec.patterns import NamePattern, classify
-from mm2spec.validate import SpecInvalid, resolve, validate
+from mm2spec.spec.patterns import NamePattern, classify
 
 COMPACT = (("cleanup.policy", "compact"),)
 
@@ -33,15 +31,6 @@ TARGET_TOPIC_OPS = ("CREATE", "DESCRIBE", "WRITE", "ALTER", "ALTER_CONFIGS", "RE
 OFFSET_SYNCS_OPS = ("CREATE", "DESCRIBE", "WRITE", "READ")
 CHECKPOINTS_OPS = ("CREATE", "DESCRIBE", "WRITE")
 CONNECT_TOPIC_OPS = ("CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE")
-
-
-def load_desired_state(path: str | Path, env: str | None) -> DesiredState:
-    """Load, validate and compile a spec file; raises SpecInvalid with every problem at once."""
-    root = load_file(path)
-    problems = validate(root, env)
-    if problems:
-        raise SpecInvalid(problems)
-    return compile_spec(resolve(root, env), env, str(path))
 
 
 def _props(mapping: Any) -> tuple[tuple[str, str], ...]:
@@ -237,4 +226,4 @@ def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster,
     return tuple(bindings.values()), tuple(patterns.values())
 
 
-__all__ = ["load_desired_state", "compile_spec", "derive_acls", "derive_internal_topics", "SpecInvalid"]
+__all__ = ["compile_spec", "derive_acls", "derive_internal_topics"]

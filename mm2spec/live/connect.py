@@ -12,15 +12,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from mm2spec.errors import Mm2specError
-
-
-class ConnectUnreachable(Mm2specError):
-    """The Connect REST API did not answer."""
-
-
-class ConnectRequestFailed(Mm2specError):
-    """The Connect REST API answered with an error."""
+from mm2spec.errors import ConnectRequestFailed, ConnectUnreachable
 
 
 class ConnectClient:

@@ -1,0 +1,43 @@
+"""``mm2spec plan``: desired state against the live clusters, printed as text, markdown or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    # Imported here: the Kafka client library loads only for commands that talk to clusters.
+    from mm2spec.live.kafka import KafkaAdmin
+    from mm2spec.plan.build import build_plan
+    from mm2spec.plan.formats import to_json, to_markdown, to_text
+    from mm2spec.runtime.deployment import deployed_job
+    from mm2spec.spec.load import load_desired_state
+
+    state = load_desired_state(args.spec, args.env)
+    plan = build_plan(state, lambda alias: KafkaAdmin(state.cluster(alias), timeout=args.timeout),
+                      spark_deployed=lambda desired: deployed_job(desired.name))
+    if args.format == "json":
+        sys.stdout.write(to_json(plan))
+    elif args.format == "markdown":
+        sys.stdout.write(to_markdown(plan))
+    else:
+        colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+        sys.stdout.write(to_text(plan, colour=colour))
+    if plan.refused:
+        print(f"error: {len(plan.refused)} change(s) cannot be applied (see above)", file=sys.stderr)
+        return 1
+    return 2 if args.detailed_exitcode and plan.has_changes else 0
+
+
+def add_parsers(commands) -> None:
+    p = commands.add_parser("plan", help="show what applying the spec would change on the live clusters")
+    p.add_argument("spec", help="the DR spec YAML file")
+    p.add_argument("--env", help="the environment to plan (default: the base spec)")
+    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.add_argument("--detailed-exitcode", action="store_true",
+                   help="exit 0 when there are no changes, 2 when there are, 1 on error")
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each cluster (default 15)")
+    p.set_defaults(func=cmd_plan)

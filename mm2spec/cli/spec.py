@@ -1,0 +1,66 @@
+"""``mm2spec validate|render|promote``: the offline commands on a spec file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mm2spec.errors import SpecInvalid
+from mm2spec.render import render_files, write_files
+from mm2spec.spec import promote
+from mm2spec.spec.load import load_desired_state, load_valid
+from mm2spec.spec.validate import environments
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        root = load_valid(args.spec, args.env, all_environments=args.env is None)
+    except SpecInvalid as exc:
+        if args.format == "json":
+            print(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}, indent=2))
+            return 1
+        raise
+    checked = [args.env] if args.env else ["base"] + environments(root)
+    if args.format == "json":
+        print(json.dumps({"valid": True, "environments": checked}, indent=2))
+    else:
+        print(f"{args.spec}: valid ({', '.join(checked)})")
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    for path in write_files(render_files(load_desired_state(args.spec, args.env)), args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    result = promote.promote(args.spec, args.source_env, args.target_env, args.baseline)
+    render = {"json": promote.to_json, "markdown": promote.to_markdown}.get(args.format, promote.to_text)
+    sys.stdout.write(render(result))
+    return 2 if args.detailed_exitcode and result.has_changes else 0
+
+
+def add_parsers(commands) -> None:
+    p = commands.add_parser("validate", help="check a DR spec against the schema and semantic rules")
+    p.add_argument("spec", help="the DR spec YAML file")
+    p.add_argument("--env", help="validate this environment only (default: the base and every environment)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_validate)
+
+    p = commands.add_parser("render", help="write Connect, MM2 and Spark configs for one environment")
+    p.add_argument("spec", help="the DR spec YAML file")
+    p.add_argument("--env", help="the environment to render (default: the base spec)")
+    p.add_argument("--out", required=True, help="folder to write the files into")
+    p.set_defaults(func=cmd_render)
+
+    p = commands.add_parser("promote", help="show what promoting the spec from one environment to another changes")
+    p.add_argument("spec", help="the DR spec YAML file")
+    p.add_argument("--from", dest="source_env", required=True, help="the environment the change was proven in")
+    p.add_argument("--to", dest="target_env", required=True, help="the environment to promote to")
+    p.add_argument("--baseline", help="the spec the target runs today: a file, or git:REV (default git:HEAD if tracked)")
+    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.add_argument("--detailed-exitcode", action="store_true",
+                   help="exit 0 when promotion changes nothing, 2 when it does, 1 on error")
+    p.set_defaults(func=cmd_promote)

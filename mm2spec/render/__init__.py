@@ -1,0 +1,24 @@
+"""render: pure functions from ``DesiredState`` to the files an operator deploys.
+
+- ``connect``: ``connect-distributed.properties``, one ``<flow>-Mirror<Kind>Connector.json`` per
+  connector, ``mm2.properties`` for MM2's dedicated mode
+- ``spark``: ``spark-mirror.json``, the Spark job's config in MM2's key names
+- ``resources``: ``resources.json`` / ``resources.txt``, the internal topics and ACL bindings
+- ``properties``: what those share (client settings, ``java.util.Properties`` text)
+- ``files``: every file by name, and ``write_files``, the only function here that touches the disk
+
+Passwords are never written: SASL settings use Kafka's EnvVarConfigProvider (``${env:NAME}``), so
+the worker (or the Spark job) reads the secret from its environment when it starts.
+
+May import: ``mm2spec.spec`` (the model), ``mm2spec.mm2``, ``mm2spec.errors``. Never ``live``
+(no cluster is read to render) and never prints.
+"""
+
+from mm2spec.render.connect import connectors, mm2_properties, worker_properties
+from mm2spec.render.files import render_files, write_files
+from mm2spec.render.properties import client_properties, properties_text
+from mm2spec.render.resources import resources, resources_text
+from mm2spec.render.spark import anchor_checkpoint, spark_job_config
+
+__all__ = ["anchor_checkpoint", "client_properties", "connectors", "mm2_properties", "properties_text",
+           "render_files", "resources", "resources_text", "spark_job_config", "worker_properties", "write_files"]

@@ -1,0 +1,193 @@
+"""Kafka Connect and MirrorMaker 2 files: ``connect-distributed.properties`` (seed 000, section 5.6),
+one ``{"name", "config"}`` document per MM2 connector (the config part is what
+``PUT /connectors/{name}/config`` takes), and ``mm2.properties`` for MM2's dedicated mode."""
+
+from __future__ import annotations
+
+from mm2spec.render.properties import BYTE_ARRAY_CONVERTER, ENV_PROVIDER, client_properties, kafka_bool
+from mm2spec.spec.model import DesiredState, MirrorFlow
+
+
+def worker_properties(state: DesiredState) -> list[tuple[str, str]]:
+    """connect-distributed.properties as ordered (key, value) pairs."""
+    connect = state.connect
+    cluster = state.cluster(connect.cluster)
+    props: list[tuple[str, str]] = [
+        ("bootstrap.servers", cluster.bootstrap),
+        ("group.id", connect.group_id),
+        ("plugin.discovery", "service_load"),
+        ("key.converter", BYTE_ARRAY_CONVERTER),
+        ("value.converter", BYTE_ARRAY_CONVERTER),
+        # Connect's default SimpleHeaderConverter would write mirrored header values base64-encoded.
+        ("header.converter", BYTE_ARRAY_CONVERTER),
+        ("offset.storage.topic", connect.offsets_topic),
+        ("offset.storage.replication.factor", "-1"),
+        ("offset.storage.partitions", "25"),
+        ("config.storage.topic", connect.config_topic),
+        ("config.storage.replication.factor", "-1"),
+        ("status.storage.topic", connect.status_topic),
+        ("status.storage.replication.factor", "-1"),
+        ("status.storage.partitions", "5"),
+    ]
+    if state.exactly_once:
+        props.append(("exactly.once.source.support", "enabled"))
+    props.append(("listeners", ",".join(connect.listeners)))
+    props.extend(ENV_PROVIDER)
+    security = client_properties(cluster)
+    props.extend(security)
+    # The worker's own clients take the top-level settings; the producers, consumers and admin
+    # clients it creates for connectors only take prefixed ones.
+    for prefix in ("producer.", "consumer.", "admin."):
+        props.extend((prefix + key, value) for key, value in security)
+    return _apply(props, connect.config)
+
+
+def _apply(props: list[tuple[str, str]], overrides: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """Overrides win: an existing key keeps its place with the new value, new keys are appended."""
+    result = dict(props)
+    for key, value in overrides:
+        result[key] = value
+    return list(result.items())
+
+
+# ------------------------------------------------------------------------------------ connectors
+
+def _flow_common(state: DesiredState, flow: MirrorFlow, connector_class: str) -> dict[str, str]:
+    source, target = state.cluster(flow.source), state.cluster(flow.target)
+    config = {
+        "connector.class": f"org.apache.kafka.connect.mirror.{connector_class}",
+        "tasks.max": str(flow.tasks_max),
+        "source.cluster.alias": flow.source,
+        "target.cluster.alias": flow.target,
+        "source.cluster.bootstrap.servers": source.bootstrap,
+        "target.cluster.bootstrap.servers": target.bootstrap,
+    }
+    for prefix, cluster in (("source.cluster.", source), ("target.cluster.", target)):
+        config.update({prefix + key: value for key, value in client_properties(cluster)})
+    config["replication.policy.class"] = flow.policy_class
+    if flow.separator != ".":
+        config["replication.policy.separator"] = flow.separator
+    return config
+
+
+def _topics(flow: MirrorFlow) -> dict[str, str]:
+    return {"topics": ",".join(p.text for p in flow.topics),
+            "topics.exclude": ",".join(flow.topics_exclude_all)}
+
+
+def source_connector(state: DesiredState, flow: MirrorFlow) -> dict[str, str]:
+    config = _flow_common(state, flow, "MirrorSourceConnector")
+    config.update({
+        "offset-syncs.topic.location": flow.offset_syncs_topic_location,
+        "heartbeats.replication.enabled": kafka_bool(flow.heartbeats),
+        "replication.factor": "-1",
+        "offset-syncs.topic.replication.factor": "-1",
+        "sync.topic.configs.enabled": kafka_bool(flow.sync_topic_configs),
+        "sync.topic.acls.enabled": kafka_bool(flow.sync_topic_acls),
+        "refresh.topics.interval.seconds": str(flow.refresh_topics_interval_seconds),
+        "offset.lag.max": str(flow.offset_lag_max),
+    })
+    if flow.exactly_once:
+        config["consumer.isolation.level"] = "read_committed"
+    config.update(_topics(flow))
+    config.update({f"producer.override.{k}": v for k, v in flow.producer_overrides})
+    config.update({f"consumer.{k}": v for k, v in flow.consumer_overrides})
+    config.update(dict(flow.config))
+    return config
+
+
+def checkpoint_connector(state: DesiredState, flow: MirrorFlow) -> dict[str, str]:
+    config = _flow_common(state, flow, "MirrorCheckpointConnector")
+    config.update({
+        "offset-syncs.topic.location": flow.offset_syncs_topic_location,
+        "checkpoints.topic.replication.factor": "-1",
+        "emit.checkpoints.enabled": "true",
+        "emit.checkpoints.interval.seconds": str(flow.emit_checkpoints_interval_seconds),
+        "sync.group.offsets.enabled": kafka_bool(flow.sync_group_offsets),
+        "sync.group.offsets.interval.seconds": str(flow.sync_group_offsets_interval_seconds),
+        "refresh.groups.interval.seconds": str(flow.refresh_groups_interval_seconds),
+        "groups": ",".join(p.text for p in flow.groups),
+        "groups.exclude": ",".join(flow.groups_exclude_all),
+    })
+    config.update(_topics(flow))
+    config.update(dict(flow.config))
+    return config
+
+
+def heartbeat_connector(state: DesiredState, flow: MirrorFlow) -> dict[str, str]:
+    config = _flow_common(state, flow, "MirrorHeartbeatConnector")
+    config.update({"heartbeats.topic.replication.factor": "-1", "emit.heartbeats.enabled": "true"})
+    config.update(dict(flow.config))
+    return config
+
+
+def connectors(state: DesiredState) -> list[dict]:
+    """Every connector of every flow as ``{"name": ..., "config": {...}}``."""
+    result = []
+    for flow in state.mirrors:
+        result.append({"name": flow.connector_name("Source"), "config": source_connector(state, flow)})
+        if flow.groups:
+            result.append({"name": flow.connector_name("Checkpoint"), "config": checkpoint_connector(state, flow)})
+        if flow.heartbeats:
+            result.append({"name": flow.connector_name("Heartbeat"), "config": heartbeat_connector(state, flow)})
+    return result
+
+
+# ---------------------------------------------------------------------------- dedicated-mode MM2
+
+def mm2_properties(state: DesiredState) -> list[tuple[str, str]]:
+    """mm2.properties for ``org.apache.kafka.connect.mirror.MirrorMaker``, every flow of the spec."""
+    used = []
+    for flow in state.mirrors:
+        for alias in (flow.source, flow.target):
+            if alias not in used:
+                used.append(alias)
+    props: list[tuple[str, str]] = [("clusters", ", ".join(used))]
+    for alias in used:
+        cluster = state.cluster(alias)
+        props.append((f"{alias}.bootstrap.servers", cluster.bootstrap))
+        props.extend((f"{alias}.{k}", v) for k, v in client_properties(cluster))
+    props.extend(ENV_PROVIDER)
+    props.extend([
+        ("replication.factor", "-1"),
+        ("checkpoints.topic.replication.factor", "-1"),
+        ("heartbeats.topic.replication.factor", "-1"),
+        ("offset-syncs.topic.replication.factor", "-1"),
+        ("offset.storage.replication.factor", "-1"),
+        ("status.storage.replication.factor", "-1"),
+        ("config.storage.replication.factor", "-1"),
+    ])
+    if state.exactly_once:
+        # Exactly-once in dedicated mode needs the internal REST server (KIP-710) for task configs.
+        props.append(("dedicated.mode.enable.internal.rest", "true"))
+    for flow in state.mirrors:
+        f = f"{flow.source}->{flow.target}."
+        props.extend([
+            (f + "enabled", "true"),
+            (f + "replication.policy.class", flow.policy_class),
+            (f + "topics", ",".join(p.text for p in flow.topics)),
+            (f + "topics.exclude", ",".join(flow.topics_exclude_all)),
+            (f + "groups", ",".join(p.text for p in flow.groups)),
+            (f + "groups.exclude", ",".join(flow.groups_exclude_all)),
+            (f + "tasks.max", str(flow.tasks_max)),
+            (f + "offset-syncs.topic.location", flow.offset_syncs_topic_location),
+            (f + "sync.topic.configs.enabled", kafka_bool(flow.sync_topic_configs)),
+            (f + "sync.topic.acls.enabled", kafka_bool(flow.sync_topic_acls)),
+            (f + "emit.checkpoints.enabled", kafka_bool(bool(flow.groups))),
+            (f + "emit.checkpoints.interval.seconds", str(flow.emit_checkpoints_interval_seconds)),
+            (f + "sync.group.offsets.enabled", kafka_bool(flow.sync_group_offsets)),
+            (f + "sync.group.offsets.interval.seconds", str(flow.sync_group_offsets_interval_seconds)),
+            (f + "refresh.topics.interval.seconds", str(flow.refresh_topics_interval_seconds)),
+            (f + "refresh.groups.interval.seconds", str(flow.refresh_groups_interval_seconds)),
+            (f + "offset.lag.max", str(flow.offset_lag_max)),
+            (f + "emit.heartbeats.enabled", kafka_bool(flow.heartbeats)),
+            (f + "heartbeats.replication.enabled", kafka_bool(flow.heartbeats)),
+        ])
+        if flow.separator != ".":
+            props.append((f + "replication.policy.separator", flow.separator))
+        if flow.exactly_once:
+            props.append((f"{flow.target}.exactly.once.source.support", "enabled"))
+            props.append((f + "consumer.isolation.level", "read_committed"))
+        props.extend((f + "producer.override." + k, v) for k, v in flow.producer_overrides)
+        props.extend((f + k, v) for k, v in flow.config)
+    return props

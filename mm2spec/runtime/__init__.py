@@ -1,0 +1,10 @@
+"""runtime: running the Spark mirroring job on this machine.
+
+- ``job``: the job's command line, its config (rendered or from a file) and the config hash
+- ``deployment``: start / stop / status of the job's driver in the background, and the foreground run
+- ``process``: pid, port and wait helpers, shared with ``mm2spec.dev``
+
+May import: ``mm2spec.spec`` and ``mm2spec.render`` (to render a job from a spec),
+``mm2spec.components``, ``mm2spec.errors``. Never ``cli``, ``plan``, ``provision`` or ``dev``;
+never prints (the CLI reports what these functions return).
+"""

@@ -1,0 +1,220 @@
+"""Start, stop and inspect the Spark mirroring job (``spark/mirror_job.py``) as a background process:
+what ``mm2spec mirror`` and the Pulumi Spark deployment resource call.
+
+The driver always runs on this machine (client deploy mode: Python apps on a standalone cluster
+cannot run in cluster mode); ``spark.master`` picks where executors run. A started job keeps its
+files in a state folder (default ``.mm2spec/spark/<job name>``): ``job.json`` (the config it
+runs; ``${env:NAME}`` placeholders, never resolved secrets), ``driver.pid``, ``driver.log`` and
+``status.json`` (the figures the job's StreamingQueryListener publishes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from mm2spec.errors import MirrorError
+from mm2spec.runtime.job import config_hash, job_command, job_name, load_job
+from mm2spec.runtime.process import POLL_SECONDS, pid_alive, reap
+
+DEFAULT_STATE_ROOT = Path(".mm2spec") / "spark"
+
+# SIGTERM lets the job stop its queries and flush its offset syncs and checkpoints; a batch in
+# flight on a loaded machine can take tens of seconds, so wait a minute before SIGKILL.
+STOP_GRACE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class MirrorDeployment:
+    """A job started by :func:`start`; plain data, safe to keep in Pulumi state."""
+
+    name: str
+    """The job's name (``name`` of the job config)."""
+    state_dir: str
+    """The folder with job.json, driver.pid, driver.log and status.json."""
+    pid: int
+    """The driver process (a Python process; the Spark JVM is its child and exits with it)."""
+    master: str
+    """Where executors run: local[N] or spark://host:port."""
+    config_hash: str
+    """Hash of the job config it runs; a different config means a restart."""
+
+    @property
+    def log_file(self) -> Path:
+        return Path(self.state_dir) / "driver.log"
+
+    @property
+    def status_file(self) -> Path:
+        return Path(self.state_dir) / "status.json"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MirrorStatus:
+    """What :func:`status` found."""
+
+    running: bool
+    """The driver process is alive."""
+    pid: int | None
+    """The driver's pid from ``driver.pid`` (None when the job never started here)."""
+    state: str
+    """running | starting | restarting | stopped | failed | absent (from the status file, or absent)."""
+    flows: dict = field(default_factory=dict)
+    """Per flow: delivery, records/s, bytes/s, replication latency, per-topic figures, errors, ..."""
+    updated_at: float | None = None
+    """When the job last wrote its status file (seconds since the epoch)."""
+
+
+def state_dir_of(name: str, state_dir: str | Path | None) -> Path:
+    """The job's state folder: the one given, or ``.mm2spec/spark/<name>`` under the working directory."""
+    return Path(state_dir) if state_dir else (DEFAULT_STATE_ROOT / name).resolve()
+
+
+def _folder(deployment: MirrorDeployment | str | Path) -> Path:
+    return Path(deployment.state_dir if isinstance(deployment, MirrorDeployment) else deployment)
+
+
+def _read_pid(state_dir: Path) -> dict | None:
+    try:
+        return json.loads((state_dir / "driver.pid").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _record_start(folder: Path, pid: int, digest: str, master: str) -> None:
+    (folder / "driver.pid").write_text(json.dumps({"pid": pid, "config_hash": digest, "master": master,
+                                                   "started": time.time()}))
+
+
+def _prepare(data: dict, folder: Path, master: str | None, max_restarts: int | None) -> list[str]:
+    """Write the config the job will run and return its command line."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config_file = folder / "job.json"
+    config_file.write_text(json.dumps(data, indent=2) + "\n")
+    return job_command(config_file, folder / "status.json", master=master, max_restarts=max_restarts)
+
+
+def start(job: Mapping[str, Any] | str | Path, *, state_dir: str | Path | None = None,
+          master: str | None = None, env: Mapping[str, str] | None = None,
+          max_restarts: int | None = None, wait_running: float | None = None) -> MirrorDeployment:
+    """Start the job in the background (idempotent: the same config already running is kept; a
+    different one is stopped and replaced). ``env`` adds variables, e.g. the ``${env:...}``
+    secrets. ``wait_running`` seconds: wait until its first query runs (MirrorError if it dies)."""
+    data = load_job(job)
+    name = job_name(data)
+    folder = state_dir_of(name, state_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = config_hash(data, master)
+    current = _read_pid(folder)
+    if current and pid_alive(current.get("pid")):
+        if current.get("config_hash") == digest:
+            return MirrorDeployment(name, str(folder), current["pid"], current.get("master", ""), digest)
+        stop(folder)
+    (folder / "status.json").unlink(missing_ok=True)
+    command = _prepare(data, folder, master, max_restarts)
+    with open(folder / "driver.log", "ab") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env={**os.environ, **(env or {})}, start_new_session=True, cwd=os.getcwd())
+    effective_master = master or str((data.get("spark") or {}).get("master", "local[2]"))
+    _record_start(folder, process.pid, digest, effective_master)
+    deployment = MirrorDeployment(name, str(folder), process.pid, effective_master, digest)
+    if wait_running:
+        wait_until_running(deployment, wait_running, process)
+    return deployment
+
+
+def wait_until_running(deployment: MirrorDeployment, timeout: float, process: subprocess.Popen | None = None) -> MirrorStatus:
+    """Wait until the job and every flow report ``running``; MirrorError if it exits or times out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = status(deployment.state_dir)
+        if not current.running or (process is not None and process.poll() is not None):
+            raise MirrorError(f"the mirroring job exited; see {deployment.log_file}")
+        flows = current.flows.values()
+        if current.state == "running" and flows and all(f.get("state") == "running" for f in flows):
+            return current
+        time.sleep(POLL_SECONDS)
+    raise MirrorError(f"the mirroring job did not start within {timeout:.0f}s; see {deployment.log_file}")
+
+
+def stop(deployment: MirrorDeployment | str | Path, timeout: float = STOP_GRACE_SECONDS) -> bool:
+    """Stop the job: SIGTERM (queries stop, internal records flushed), SIGKILL after ``timeout``.
+    Returns True if a running job was stopped, False if none was running."""
+    folder = _folder(deployment)
+    current = _read_pid(folder)
+    pid = current.get("pid") if current else None
+    if not pid_alive(pid):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and pid_alive(pid):
+        reap(pid)
+        time.sleep(0.2)
+    if pid_alive(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the job's own session: driver and its Spark JVM
+        except (ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        reap(pid)
+    return True
+
+
+def status(deployment: MirrorDeployment | str | Path) -> MirrorStatus:
+    """Whether the job runs, and the figures of its last status file."""
+    folder = _folder(deployment)
+    current = _read_pid(folder)
+    pid = current.get("pid") if current else None
+    running = pid_alive(pid)
+    try:
+        data = json.loads((folder / "status.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        data = {}
+    state = data.get("state") or ("starting" if running else "absent")
+    if not running and state in ("running", "starting", "restarting"):
+        state = "failed"  # the process is gone without recording a clean stop
+    return MirrorStatus(running=running, pid=pid, state=state, flows=data.get("flows") or {},
+                        updated_at=data.get("updatedAt"))
+
+
+def deployed_job(name: str, state_dir: str | Path | None = None) -> dict | None:
+    """The config of the job running under ``name`` (its ``job.json``), or None when none runs.
+
+    ``mm2spec plan`` compares it with the rendered config to show the Spark deployment's drift.
+    """
+    folder = state_dir_of(name, state_dir)
+    if not status(folder).running:
+        return None
+    try:
+        return json.loads((folder / "job.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def run_foreground(job: Mapping[str, Any], *, state_dir: str | Path | None = None, master: str | None = None,
+                   max_restarts: int | None = None) -> int:
+    """Run the job attached to this terminal until it ends or Ctrl-C/SIGTERM (forwarded)."""
+    data = dict(job)
+    folder = state_dir_of(job_name(data), state_dir)
+    command = _prepare(data, folder, master, max_restarts)
+    process = subprocess.Popen(command, start_new_session=True, stdin=subprocess.DEVNULL)
+    effective_master = master or str((data.get("spark") or {}).get("master", "local[2]"))
+    _record_start(folder, process.pid, config_hash(data, master), effective_master)
+
+    def forward(signum, _frame):
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return process.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
