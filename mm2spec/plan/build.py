@@ -9,76 +9,16 @@ renders a plan as text, markdown or JSON.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from mm2spec.live.connect import ConnectClient
-from mm2spec.plan.desired import DesiredResources, PatternResolution, TopicSpec, desired_resources, snapshot_sources
-from mm2spec.plan.diff import Action, FieldChange, diff_acls, diff_connector, diff_topic
 from mm2spec.live.kafka import KafkaAdmin
-from mm2spec.spec.model import AclBinding, DesiredState
+from mm2spec.plan.desired import DesiredResources, TopicSpec, desired_resources, snapshot_sources
+from mm2spec.plan.diff import FieldChange, diff_acls, diff_connector, diff_topic
+from mm2spec.plan.model import ClusterInfo, FlowSummary, Plan, ResourceChange
 from mm2spec.render import anchor_checkpoint, connectors, spark_job_config
-
-PLAN_FORMAT_VERSION = "mm2spec-plan/v1"
-
-
-@dataclass(frozen=True)
-class ResourceChange:
-    """One resource that changes (or is refused).
-
-    ``scope`` is where it lives: a cluster alias, ``connect`` or ``spark``. ``kind`` is ``topic``,
-    ``acl``, ``connector`` or ``spark-deployment``. ``changes`` lists field-level old → new values;
-    ``reason`` explains a replacement or a refusal.
-    """
-
-    scope: str
-    kind: str
-    name: str
-    action: Action
-    changes: tuple[FieldChange, ...] = ()
-    reason: str = ""
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    """A cluster in the plan: where it is and what RF -1 resolves to there."""
-
-    alias: str
-    bootstrap: str
-    default_replication_factor: int | None
-    authorizer: bool | None = None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What applying the spec would change, per cluster, with how patterns resolved."""
-
-    spec_name: str
-    environment: str | None
-    source_file: str
-    engine: str
-    clusters: tuple[ClusterInfo, ...]
-    flows: tuple[dict, ...]
-    changes: tuple[ResourceChange, ...]
-    resolutions: tuple[PatternResolution, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    def count(self, action: str) -> int:
-        return sum(1 for c in self.changes if c.action == action)
-
-    @property
-    def has_changes(self) -> bool:
-        return any(c.action != "no-op" for c in self.changes)
-
-    @property
-    def refused(self) -> tuple[ResourceChange, ...]:
-        return tuple(c for c in self.changes if c.action == "refused")
-
-    def summary(self) -> dict[str, int]:
-        return {action: self.count(action) for action in ("create", "update", "replace", "delete", "refused")}
-
+from mm2spec.spec.model import AclBinding, DesiredState
 
 AdminFactory = Callable[[str], KafkaAdmin]
 SparkDeployedConfig = Callable[[DesiredState], "dict | None"]
@@ -118,9 +58,8 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectCli
             notes.append("connect.restUrl is not set: connectors are not compared")
     elif spark_deployed is not None:
         changes += _spark_changes(state, spark_deployed(state))
-    flows = tuple({"name": f.name, "source": f.source, "target": f.target, "policy": f.replication_policy,
-                   "exactlyOnce": f.exactly_once, "topics": [p.text for p in f.topics],
-                   "groups": [p.text for p in f.groups]} for f in state.mirrors)
+    flows = tuple(FlowSummary(f.name, f.source, f.target, f.replication_policy, f.exactly_once,
+                              tuple(p.text for p in f.topics), tuple(p.text for p in f.groups)) for f in state.mirrors)
     return Plan(state.name, state.environment, state.source_file, state.engine, tuple(infos), flows,
                 tuple(changes), resources.resolutions, tuple(notes))
 

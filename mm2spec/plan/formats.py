@@ -10,7 +10,7 @@ import json
 import re
 
 from mm2spec.plan.diff import FieldChange
-from mm2spec.plan.build import PLAN_FORMAT_VERSION, Plan, ResourceChange
+from mm2spec.plan.model import PLAN_FORMAT_VERSION, Plan, ResourceChange
 
 SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "refused": "!", "no-op": " "}
 WORDS = {"create": "create", "update": "update", "replace": "replace", "delete": "delete", "refused": "refused"}
@@ -116,9 +116,9 @@ def _mermaid(plan: Plan) -> list[str]:
     for c in plan.clusters:
         lines.append(f'  {node_id(c.alias)}["{c.alias}<br/>{c.bootstrap}"]')
     for f in plan.flows:
-        mode = "exactly-once" if f["exactlyOnce"] else "at-least-once"
-        label = f"{f['name']}: {f['policy']} policy, {mode}<br/>topics: {', '.join(f['topics'])}"
-        lines.append(f'  {node_id(f["source"])} -- "{label}" --> {node_id(f["target"])}')
+        mode = "exactly-once" if f.exactly_once else "at-least-once"
+        label = f"{f.name}: {f.policy} policy, {mode}<br/>topics: {', '.join(f.topics)}"
+        lines.append(f'  {node_id(f.source)} -- "{label}" --> {node_id(f.target)}')
     lines.append("```")
     return lines
 
@@ -166,7 +166,7 @@ def to_json(plan: Plan) -> str:
         "clusters": [{"alias": c.alias, "bootstrapServers": c.bootstrap,
                       "defaultReplicationFactor": c.default_replication_factor, "authorizer": c.authorizer}
                      for c in plan.clusters],
-        "flows": list(plan.flows),
+        "flows": [f.to_json() for f in plan.flows],
         "summary": {**plan.summary(), "hasChanges": plan.has_changes},
         "changes": [
             {"scope": c.scope, "kind": c.kind, "name": c.name, "action": c.action, "detail": c.detail,
