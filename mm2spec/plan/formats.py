@@ -1,7 +1,8 @@
 """Render a ``Plan`` as text (Terraform-like, optionally coloured), markdown (PR comment) or JSON.
 
 Pure functions. Values of sensitive fields (passwords, JAAS configs, tokens) are masked in every
-format unless they are config-provider references like ``${env:NAME}``, which name a secret only.
+format unless they are config-provider references like ``${env:NAME}``, which name a secret only
+(``mm2spec.spec.secrets.mask``).
 """
 
 from __future__ import annotations
@@ -11,24 +12,13 @@ import re
 
 from mm2spec.plan.diff import FieldChange
 from mm2spec.plan.model import PLAN_FORMAT_VERSION, Plan, ResourceChange
+from mm2spec.spec.secrets import mask
 
 SYMBOLS = {"create": "+", "update": "~", "replace": "-/+", "delete": "-", "refused": "!", "no-op": " "}
 WORDS = {"create": "create", "update": "update", "replace": "replace", "delete": "delete", "refused": "refused"}
 COLOURS = {"create": "32", "update": "33", "replace": "35", "delete": "31", "refused": "1;31"}
 MARKDOWN_BADGES = {"create": "➕ create", "update": "🔄 update", "replace": "♻️ replace", "delete": "➖ delete",
                    "refused": "⛔ refused"}
-_SENSITIVE = re.compile(r"password|jaas|secret|token|credential", re.IGNORECASE)
-_PROVIDER_REF = re.compile(r"\$\{[A-Za-z0-9_.-]+:[^}]*\}")
-
-
-def mask(field: str, value: object) -> object:
-    """The value, or ``(sensitive)`` when the field can hold a secret and the value is not a reference."""
-    if value is None or not _SENSITIVE.search(field):
-        return value
-    text = str(value)
-    if "password=" in text:  # a JAAS config: keep its shape, hide any literal password
-        return re.sub(r'password="(?!\$\{)[^"]*"', 'password="(sensitive)"', text)
-    return value if _PROVIDER_REF.fullmatch(text.strip()) else "(sensitive)"
 
 
 def _value(v: object) -> str:

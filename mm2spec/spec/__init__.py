@@ -2,7 +2,9 @@
 
 - ``document``: YAML -> a tree whose every value knows FILE:LINE:COL; JSON Pointers
 - ``overlay``: environments as JSON Merge Patches on that tree (mirrors merge by name)
-- ``validate``: ``Diagnostic``, environments, ``resolve``, ``validate`` (schema + semantic rules, all at once)
+- ``validate``: ``Diagnostic``, environments, ``resolve``, ``validate`` (every problem at once), built on
+  ``schema`` (JSON Schema errors rewritten into actionable messages) and ``rules`` (semantic rules,
+  one function per spec section)
 - ``patterns``: Java regexes (validity, literal / prefix / regex classification)
 - ``secrets``: the one rule for which keys hold secrets, and masking
 - ``model``: the desired state as frozen dataclasses; ``compile``: a valid document -> ``DesiredState``

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mm2spec.spec.document import Mapping, Node, Position, Sequence, load_file, parse
-from mm2spec.errors import BaselineUnavailable, Mm2specError
+from mm2spec.errors import BaselineUnavailable, UnknownEnvironment
 from mm2spec.spec.overlay import item_name
 from mm2spec.spec.load import load_valid
 from mm2spec.spec.validate import resolve
@@ -30,10 +30,16 @@ class Difference:
     """One field that differs. ``old``/``new`` are None when the field is absent on that side."""
 
     path: str
+    """The field, by a readable path: mapping keys, and named list items (mirrors) by name, e.g.
+    ``/mirrors/primary-to-dr/tasksMax``; a list of values (topics) is one field."""
     old: Any
+    """``from_env``'s value (intended) or the baseline's (carried); None when absent there."""
     new: Any
+    """``to_env``'s value in the spec being promoted; None when absent there."""
     old_pos: Position | None
+    """Where ``old`` was written; None when absent."""
     new_pos: Position | None
+    """Where ``new`` was written; None when absent."""
     set_at: Position | None = None
     """For an intended difference: the overlay line that sets it."""
 
@@ -43,11 +49,18 @@ class Promotion:
     """The result of comparing environments (intended) and baseline vs new spec (carried)."""
 
     spec: str
+    """The spec file being promoted."""
     from_env: str
+    """The environment promoted from (e.g. staging)."""
     to_env: str
+    """The environment promoted to (e.g. prod)."""
     baseline: str | None
+    """How the baseline was named (``git:HEAD``, ``git:REV`` or a file); None when there is none."""
     intended: tuple[Difference, ...]
+    """Where ``from_env`` and ``to_env`` differ because an overlay sets the value: these stay."""
     carried: tuple[Difference, ...]
+    """What ``to_env`` gets: its desired state in the baseline (old) against the new spec (new).
+    Empty without a baseline."""
 
     @property
     def has_changes(self) -> bool:
@@ -179,7 +192,7 @@ def promote(spec: str, from_env: str, to_env: str, baseline: str | None = None) 
     if base_root is not None:
         try:
             before = _leaves(resolve(base_root, to_env))
-        except Mm2specError:
+        except UnknownEnvironment:
             before = {}  # the environment is new in this spec: everything is carried
         carried = _diff(before, target)
     return Promotion(spec, from_env, to_env, named, tuple(intended), tuple(carried))
