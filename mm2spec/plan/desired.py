@@ -13,15 +13,9 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from mm2spec.live.state import LiveTopic
+from mm2spec.mm2.selection import config_synced
 from mm2spec.spec.model import AclBinding, DesiredState, MirrorFlow
 from mm2spec.spec.patterns import NameSelector, python_regex
-
-# Topic configs MM2's DefaultConfigPropertyFilter never copies to the target (cluster-specific).
-NOT_SYNCED_CONFIGS = frozenset({
-    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-    "message.timestamp.difference.max.ms", "message.timestamp.type", "unclean.leader.election.enable",
-    "min.insync.replicas",
-})
 
 
 @dataclass(frozen=True)
@@ -29,8 +23,11 @@ class SourceSnapshot:
     """What a source cluster holds right now: its topics (with set configs) and consumer groups."""
 
     cluster: str
+    """The source cluster's alias in the spec."""
     topics: Mapping[str, LiveTopic]
+    """Its topics by name, each with its partition count and the configs set on the topic itself."""
     groups: tuple[str, ...] = ()
+    """Its consumer group IDs; empty when no flow from this cluster mirrors groups (not read)."""
 
 
 @dataclass(frozen=True)
@@ -38,17 +35,27 @@ class TopicSpec:
     """A topic the DR setup manages on a cluster. ``replication_factor`` -1 is the broker default."""
 
     cluster: str
+    """The alias of the cluster the topic belongs on."""
     name: str
+    """The topic's name there (for a mirror: the replication policy's name for the source topic)."""
     partitions: int
+    """The partition count wanted (for a mirror: the source topic's)."""
     configs: tuple[tuple[str, str], ...]
+    """Topic-level configs, sorted by name (for a mirror: the source's, minus those MM2 never syncs)."""
     purpose: str
+    """Why the topic exists, for a reader of the plan (``<flow>: mirror of <source>/<topic>``, ...)."""
     kind: Literal["internal", "mirror"]
+    """``internal``: a topic MM2 or Connect needs; ``mirror``: the target of a mirrored topic."""
     replication_factor: int = -1
+    """The replication factor; -1 lets the brokers' ``default.replication.factor`` decide."""
     allow_replacement: bool = False
+    """Whether a partition decrease may delete and recreate the topic (the flow's ``allowTopicReplacement``)."""
     source_topic: str | None = None
+    """For a mirror: the topic it mirrors on the flow's source cluster; None for internal topics."""
 
     @property
     def key(self) -> str:
+        """``<cluster>/<name>``: one topic, whichever flow or purpose asks for it."""
         return f"{self.cluster}/{self.name}"
 
 
@@ -57,9 +64,14 @@ class PatternResolution:
     """What one spec pattern matched on the live source cluster (shown in plans)."""
 
     flow: str
+    """The name of the flow the pattern belongs to."""
     field: str
+    """Which list it comes from: ``topics`` or ``groups``."""
     pattern: str
+    """The pattern as the spec writes it."""
     matched: tuple[str, ...]
+    """The names it selects today, sorted; only names the flow really mirrors (excludes and what the
+    replication policy never replicates are taken out)."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +79,11 @@ class DesiredResources:
     """Everything to create or keep: topics, ACL bindings, and how patterns resolved."""
 
     topics: tuple[TopicSpec, ...]
+    """Internal topics first, then the mirrors' target topics; one per ``TopicSpec.key``."""
     acls: tuple[AclBinding, ...]
+    """The ACL bindings wanted, regexes resolved to literal names (empty when ACLs are not managed)."""
     resolutions: tuple[PatternResolution, ...] = field(default=())
+    """What each flow's ``topics`` and then ``groups`` patterns matched, flow by flow in spec order."""
 
 
 def _select(names, include, exclude) -> list[str]:
@@ -83,6 +98,7 @@ def mirrored_topics(flow: MirrorFlow, source_topics) -> list[str]:
 
 
 def mirrored_groups(flow: MirrorFlow, groups) -> list[str]:
+    """Consumer groups the flow checkpoints, as MM2 decides: any ``groups`` pattern, no exclude."""
     return _select(groups, [p.text for p in flow.groups], flow.groups_exclude_all)
 
 
@@ -115,7 +131,7 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
             live = source.topics[name]
             configs = ()
             if flow.sync_topic_configs:
-                configs = tuple(sorted((k, v) for k, v in live.configs.items() if k not in NOT_SYNCED_CONFIGS))
+                configs = tuple(sorted((k, v) for k, v in live.configs.items() if config_synced(k)))
             spec = TopicSpec(flow.target, flow.target_topic(name), live.partitions, configs,
                              f"{flow.name}: mirror of {flow.source}/{name}", "mirror",
                              allow_replacement=flow.allow_topic_replacement, source_topic=name)

@@ -6,19 +6,12 @@ never raw YAML. ``mm2spec.spec.compile`` builds them from a validated document.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from mm2spec.errors import UnknownCluster
+from mm2spec.mm2 import policy, selection
 from mm2spec.spec.patterns import NamePattern
-
-IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-
-# MM2's own default excludes (MirrorSourceConfig / MirrorCheckpointConfig); the spec's excludes add to them.
-DEFAULT_TOPICS_EXCLUDE = (r"mm2.*\.internal", r".*\.replica", r"__.*")
-DEFAULT_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
 
 
 @dataclass(frozen=True)
@@ -87,54 +80,49 @@ class MirrorFlow:
     consumer_overrides: tuple[tuple[str, str], ...]
     config: tuple[tuple[str, str], ...]
 
+    # MM2's rules (mm2spec.mm2) applied to this flow: the plan, Pulumi and the Spark job share them.
+
     @property
     def policy_class(self) -> str:
-        return IDENTITY_POLICY if self.replication_policy == "identity" else DEFAULT_POLICY
+        """The ``replication.policy.class`` MM2 runs with."""
+        return policy.policy_class(self.replication_policy)
 
     def target_topic(self, source_topic: str) -> str:
         """The name MM2's replication policy gives ``source_topic`` on the target cluster."""
-        if self.replication_policy == "identity":
-            return source_topic
-        return f"{self.source}{self.separator}{source_topic}"
-
-    def _internal(self, alias: str, kind: str) -> str:
-        # MM2 builds internal names with the policy's separator (replication.policy.internal.topic.separator.enabled).
-        sep = self.separator
-        return f"{alias}{sep}{kind}{sep}internal"
+        return policy.target_topic(self.source, source_topic, identity=self.replication_policy == "identity",
+                                   separator=self.separator)
 
     @property
     def offset_syncs_topic(self) -> str:
         """mm2-offset-syncs.<alias>.internal; the alias is the cluster the topic is *not* on (MM2's rule)."""
-        other = self.source if self.offset_syncs_topic_location == "target" else self.target
-        sep = self.separator
-        return f"mm2-offset-syncs{sep}{other}{sep}internal"
+        return policy.offset_syncs_topic(self.source, self.target, self.offset_syncs_topic_location, self.separator)
 
     @property
     def offset_syncs_cluster(self) -> str:
-        return self.target if self.offset_syncs_topic_location == "target" else self.source
+        """The alias of the cluster holding the offset-syncs topic."""
+        return policy.offset_syncs_cluster(self.source, self.target, self.offset_syncs_topic_location)
 
     @property
     def checkpoints_topic(self) -> str:
         """<source>.checkpoints.internal, on the target cluster."""
-        return self._internal(self.source, "checkpoints")
+        return policy.checkpoints_topic(self.source, self.separator)
 
     @property
     def topics_exclude_all(self) -> tuple[str, ...]:
-        return DEFAULT_TOPICS_EXCLUDE + tuple(p for p in self.topics_exclude if p not in DEFAULT_TOPICS_EXCLUDE)
+        """MM2's default topic excludes, then the spec's."""
+        return selection.topics_exclude(self.topics_exclude)
 
     @property
     def topics_never_mirrored(self) -> tuple[str, ...]:
         """What MM2's replication policy never replicates, whatever ``topics`` says: Kafka's and
         MM2's internal topics, and (default policy) topics that came from the target: a cycle."""
-        internal = (r"__.*", r"\..*", r"mm2.*\.internal", r".*\.checkpoints\.internal")
-        if self.replication_policy == "identity":
-            return internal
-        sep = re.escape(self.separator)
-        return internal + (f"(?:.*{sep})?{re.escape(self.target)}{sep}.*",)
+        return selection.never_replicated(identity=self.replication_policy == "identity", target_alias=self.target,
+                                          separator=self.separator)
 
     @property
     def groups_exclude_all(self) -> tuple[str, ...]:
-        return DEFAULT_GROUPS_EXCLUDE + tuple(p for p in self.groups_exclude if p not in DEFAULT_GROUPS_EXCLUDE)
+        """MM2's default group excludes, then the spec's."""
+        return selection.groups_exclude(self.groups_exclude)
 
     def connector_name(self, kind: str) -> str:
         """<name>-Mirror<Kind>Connector, e.g. primary-to-dr-MirrorSourceConnector (seed 000)."""

@@ -1,8 +1,8 @@
 """mm2spark: the Spark mirroring job that replaces MirrorMaker 2's data path (see spark/README.md).
 
 Modules, each calling only the ones listed before it:
-  config     the rendered job config (spark-mirror.json, MM2 key names) as typed values
-  topics     topic/group filters and replication policies, as MM2 defines them
+  config     the rendered job config (spark-mirror.json, MM2 key names and defaults) as typed values
+  topics     MM2's topic/group filters and replication policies (mm2spec.mm2) applied to a flow
   records    MM2's binary layouts: OffsetSync and Checkpoint records
   offsets    offset-sync emission (MM2's offset.lag.max rule) and translation
   kafka      confluent-kafka clients: admin calls, topic creation, internal topics
@@ -10,7 +10,9 @@ Modules, each calling only the ones listed before it:
   groups     checkpoints and consumer group offset sync (MirrorCheckpointConnector's work)
   metrics    per-topic throughput/latency, StreamingQueryListener, status file
   pipeline   the streaming queries (one per flow) and their per-batch work
-This package is shipped to executors with addPyFile; it must not be named ``spark`` or ``pyspark``.
+MM2's rules are not copied here: they are ``mm2spec.mm2``, shared with mm2spec's plan, and errors
+are ``mm2spec.errors``' classes. This package is shipped to executors with addPyFile, in one zip
+with those two (stdlib only; ``pipeline.package_zip``); it must not be named ``spark`` or ``pyspark``.
 """
 
 __all__ = ["__version__"]

@@ -1,7 +1,9 @@
 """The Spark job config that ``mm2spec render`` writes (``spark-mirror.json``) as typed values.
 
 Key names are MirrorMaker 2's wherever MM2 has one (``source.cluster.bootstrap.servers``,
-``topics.exclude``, ``offset.lag.max``, ...), so one vocabulary serves both engines.
+``topics.exclude``, ``offset.lag.max``, ...), so one vocabulary serves both engines, and so are
+the defaults of keys the config leaves out (from ``mm2spec.mm2``, which mm2spec's own rendering
+and plan use too).
 Secrets arrive as ``${env:NAME}`` placeholders (Kafka's EnvVarConfigProvider syntax); the job
 resolves them from its own environment and never logs a resolved value.
 """
@@ -15,15 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+from mm2spec.errors import JobConfigError
+from mm2spec.mm2 import defaults
+from mm2spec.mm2.policy import (DEFAULT_POLICY, IDENTITY_POLICY, REPLICATION_POLICY_DEFAULT, SEPARATOR_DEFAULT,
+                                policy_kind)
+from mm2spec.mm2.selection import (GROUPS_EXCLUDE_DEFAULT, GROUPS_INCLUDE_DEFAULT, TOPICS_EXCLUDE_DEFAULT,
+                                   TOPICS_INCLUDE_DEFAULT)
+
+__all__ = ["ClusterConnection", "JobConfig", "JobConfigError", "MirrorFlowConfig", "SparkSettings",
+           "load_job_config", "parse_flow", "parse_job_config", "resolve_env", "trigger_seconds"]
 
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-class JobConfigError(ValueError):
-    """The job config is unusable; the message names the key, never a secret value."""
 
 
 def resolve_env(text: str, environ: Mapping[str, str]) -> str:
@@ -86,7 +91,7 @@ _LIBRDKAFKA_SSL = {
 
 @dataclass(frozen=True)
 class MirrorFlowConfig:
-    """One replication flow (source -> target), MM2's settings for it."""
+    """One replication flow (source -> target), MM2's settings for it; defaults are MM2's."""
 
     name: str
     source: ClusterConnection
@@ -95,24 +100,25 @@ class MirrorFlowConfig:
     topics_exclude: tuple[str, ...]
     groups: tuple[str, ...]
     groups_exclude: tuple[str, ...]
-    replication_policy_class: str = IDENTITY_POLICY
-    replication_policy_separator: str = "."
-    offset_syncs_topic_location: str = "target"
-    offset_lag_max: int = 100
-    emit_checkpoints: bool = True
-    emit_checkpoints_interval_s: float = 60.0
-    sync_group_offsets: bool = False
-    sync_group_offsets_interval_s: float = 60.0
-    refresh_topics_interval_s: float = 600.0
-    refresh_groups_interval_s: float = 600.0
-    exactly_once: bool = False
-    sync_topic_configs: bool = True
+    replication_policy_class: str = REPLICATION_POLICY_DEFAULT
+    replication_policy_separator: str = SEPARATOR_DEFAULT
+    offset_syncs_topic_location: str = defaults.OFFSET_SYNCS_TOPIC_LOCATION_DEFAULT
+    offset_lag_max: int = defaults.OFFSET_LAG_MAX_DEFAULT
+    emit_checkpoints: bool = defaults.EMIT_CHECKPOINTS_ENABLED_DEFAULT
+    emit_checkpoints_interval_s: float = float(defaults.EMIT_CHECKPOINTS_INTERVAL_SECONDS_DEFAULT)
+    sync_group_offsets: bool = defaults.SYNC_GROUP_OFFSETS_ENABLED_DEFAULT
+    sync_group_offsets_interval_s: float = float(defaults.SYNC_GROUP_OFFSETS_INTERVAL_SECONDS_DEFAULT)
+    refresh_topics_interval_s: float = float(defaults.REFRESH_TOPICS_INTERVAL_SECONDS_DEFAULT)
+    refresh_groups_interval_s: float = float(defaults.REFRESH_GROUPS_INTERVAL_SECONDS_DEFAULT)
+    exactly_once: bool = defaults.EXACTLY_ONCE_SOURCE_SUPPORT_DEFAULT == "enabled"
+    sync_topic_configs: bool = defaults.SYNC_TOPIC_CONFIGS_ENABLED_DEFAULT
     producer_overrides: tuple[tuple[str, str], ...] = ()
     consumer_overrides: tuple[tuple[str, str], ...] = ()
 
     @property
     def identity(self) -> bool:
-        return self.replication_policy_class.endswith("IdentityReplicationPolicy")
+        """Whether the flow keeps topic names (IdentityReplicationPolicy)."""
+        return policy_kind(self.replication_policy_class) == "identity"
 
     @property
     def source_alias(self) -> str:
@@ -151,6 +157,11 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(p.strip() for p in (value or "").split(",") if p.strip())
 
 
+def _list(flow: Mapping[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list; MM2's default when the key is absent (a value, even empty, replaces it)."""
+    return _split(flow[key]) if key in flow else default
+
+
 def _bool(value: Any, key: str) -> bool:
     text = str(value).strip().lower()
     if text in ("true", "1", "yes"):
@@ -165,6 +176,12 @@ def _number(value: Any, key: str, cast=float):
         return cast(value)
     except (TypeError, ValueError):
         raise JobConfigError(f"{key}: expected a number, got {value!r}") from None
+
+
+def _setting(flow: Mapping[str, Any], key: str, default, cast=float):
+    """``key``'s value read as ``cast`` (bool: true/false), MM2's ``default`` when absent."""
+    value = flow.get(key, default)
+    return _bool(value, key) if cast is bool else _number(value, key, cast)
 
 
 def _cluster(flow: Mapping[str, Any], role: str, environ: Mapping[str, str]) -> ClusterConnection:
@@ -191,17 +208,17 @@ def parse_flow(flow: Mapping[str, Any], environ: Mapping[str, str] | None = None
     """One entry of ``flows``; unknown keys are ignored as MM2 ignores them."""
     environ = os.environ if environ is None else environ
     name = flow.get("name") or f"{flow.get('source.cluster.alias')}-to-{flow.get('target.cluster.alias')}"
-    eos = str(flow.get("exactly.once.source.support", "disabled")).strip().lower()
+    eos = str(flow.get("exactly.once.source.support", defaults.EXACTLY_ONCE_SOURCE_SUPPORT_DEFAULT)).strip().lower()
     if eos not in ("enabled", "disabled", "preparing"):
         raise JobConfigError(f"flow {name!r}: exactly.once.source.support must be enabled or disabled, got {eos!r}")
-    location = str(flow.get("offset-syncs.topic.location", "source"))
+    location = str(flow.get("offset-syncs.topic.location", defaults.OFFSET_SYNCS_TOPIC_LOCATION_DEFAULT))
     if location not in ("source", "target"):
         raise JobConfigError(f"flow {name!r}: offset-syncs.topic.location must be source or target")
-    policy = str(flow.get("replication.policy.class", IDENTITY_POLICY))
-    if not (policy.endswith("IdentityReplicationPolicy") or policy.endswith("DefaultReplicationPolicy")):
+    policy = str(flow.get("replication.policy.class", REPLICATION_POLICY_DEFAULT))
+    if policy_kind(policy) is None:
         raise JobConfigError(f"flow {name!r}: replication.policy.class {policy} is not supported by the Spark "
                              f"engine; use {IDENTITY_POLICY} or {DEFAULT_POLICY}")
-    topics = _split(flow.get("topics", ".*"))
+    topics = _list(flow, "topics", TOPICS_INCLUDE_DEFAULT)
     if not topics:
         raise JobConfigError(f"flow {name!r}: topics is empty")
     return MirrorFlowConfig(
@@ -209,21 +226,25 @@ def parse_flow(flow: Mapping[str, Any], environ: Mapping[str, str] | None = None
         source=_cluster(flow, "source", environ),
         target=_cluster(flow, "target", environ),
         topics=topics,
-        topics_exclude=_split(flow.get("topics.exclude", r"mm2.*\.internal,.*\.replica,__.*")),
-        groups=_split(flow.get("groups", ".*")),
-        groups_exclude=_split(flow.get("groups.exclude", "console-consumer-.*,connect-.*,__.*")),
+        topics_exclude=_list(flow, "topics.exclude", TOPICS_EXCLUDE_DEFAULT),
+        groups=_list(flow, "groups", GROUPS_INCLUDE_DEFAULT),
+        groups_exclude=_list(flow, "groups.exclude", GROUPS_EXCLUDE_DEFAULT),
         replication_policy_class=policy,
-        replication_policy_separator=str(flow.get("replication.policy.separator", ".")),
+        replication_policy_separator=str(flow.get("replication.policy.separator", SEPARATOR_DEFAULT)),
         offset_syncs_topic_location=location,
-        offset_lag_max=_number(flow.get("offset.lag.max", 100), "offset.lag.max", int),
-        emit_checkpoints=_bool(flow.get("emit.checkpoints.enabled", "true"), "emit.checkpoints.enabled"),
-        emit_checkpoints_interval_s=_number(flow.get("emit.checkpoints.interval.seconds", 60), "emit.checkpoints.interval.seconds"),
-        sync_group_offsets=_bool(flow.get("sync.group.offsets.enabled", "false"), "sync.group.offsets.enabled"),
-        sync_group_offsets_interval_s=_number(flow.get("sync.group.offsets.interval.seconds", 60), "sync.group.offsets.interval.seconds"),
-        refresh_topics_interval_s=_number(flow.get("refresh.topics.interval.seconds", 600), "refresh.topics.interval.seconds"),
-        refresh_groups_interval_s=_number(flow.get("refresh.groups.interval.seconds", 600), "refresh.groups.interval.seconds"),
+        offset_lag_max=_setting(flow, "offset.lag.max", defaults.OFFSET_LAG_MAX_DEFAULT, int),
+        emit_checkpoints=_setting(flow, "emit.checkpoints.enabled", defaults.EMIT_CHECKPOINTS_ENABLED_DEFAULT, bool),
+        emit_checkpoints_interval_s=_setting(flow, "emit.checkpoints.interval.seconds",
+                                             defaults.EMIT_CHECKPOINTS_INTERVAL_SECONDS_DEFAULT),
+        sync_group_offsets=_setting(flow, "sync.group.offsets.enabled", defaults.SYNC_GROUP_OFFSETS_ENABLED_DEFAULT, bool),
+        sync_group_offsets_interval_s=_setting(flow, "sync.group.offsets.interval.seconds",
+                                               defaults.SYNC_GROUP_OFFSETS_INTERVAL_SECONDS_DEFAULT),
+        refresh_topics_interval_s=_setting(flow, "refresh.topics.interval.seconds",
+                                           defaults.REFRESH_TOPICS_INTERVAL_SECONDS_DEFAULT),
+        refresh_groups_interval_s=_setting(flow, "refresh.groups.interval.seconds",
+                                           defaults.REFRESH_GROUPS_INTERVAL_SECONDS_DEFAULT),
         exactly_once=eos == "enabled",
-        sync_topic_configs=_bool(flow.get("sync.topic.configs.enabled", "true"), "sync.topic.configs.enabled"),
+        sync_topic_configs=_setting(flow, "sync.topic.configs.enabled", defaults.SYNC_TOPIC_CONFIGS_ENABLED_DEFAULT, bool),
         producer_overrides=tuple(sorted((k[len("producer.override."):], str(v)) for k, v in flow.items()
                                         if k.startswith("producer.override."))),
         consumer_overrides=tuple(sorted((k[len("consumer."):], str(v)) for k, v in flow.items()

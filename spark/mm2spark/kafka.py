@@ -1,5 +1,6 @@
 """The job's own Kafka client work (confluent-kafka), on the driver: topic metadata and creation,
-end offsets, consumer groups, internal topics. Futures are resolved here and nowhere else.
+end offsets, consumer groups, internal topics. Futures are resolved here and nowhere else; a
+failure is raised as mm2spec's ``ClusterUnreachable`` or ``KafkaOperationFailed``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,10 @@ from confluent_kafka.admin import (AdminClient, ConfigResource, ConfigSource, Ne
 
 from mm2spark.config import ClusterConnection
 from mm2spark.records import OffsetSync
+from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
+from mm2spec.mm2.selection import config_synced
 
 log = logging.getLogger("mm2spark.kafka")
-
-#: MM2's DefaultConfigPropertyFilter: topic configs never copied to the target.
-CONFIGS_NOT_SYNCED = frozenset({
-    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-    "message.timestamp.difference.max.ms", "message.timestamp.type", "unclean.leader.election.enable",
-    "min.insync.replicas",
-})
 
 TIMEOUT = 30.0
 #: Errors of a partition created a moment ago, before every broker knows its leader.
@@ -38,12 +34,16 @@ def _result(future, what: str, timeout: float = TIMEOUT):
     try:
         return future.result(timeout=timeout)
     except KafkaException as exc:
-        raise RuntimeError(f"{what}: {exc.args[0] if exc.args else exc}") from None
+        raise KafkaOperationFailed(f"{what}: {exc.args[0] if exc.args else exc}") from None
 
 
 def partition_counts(client: AdminClient, topics: Iterable[str] | None = None) -> dict[str, int]:
     """Partition count of each existing topic (all topics when ``topics`` is None)."""
-    metadata = client.list_topics(timeout=TIMEOUT)
+    try:
+        metadata = client.list_topics(timeout=TIMEOUT)
+    except KafkaException as exc:
+        raise ClusterUnreachable(f"the cluster did not answer a metadata request: "
+                                 f"{exc.args[0] if exc.args else exc}") from None
     wanted = None if topics is None else set(topics)
     return {name: len(t.partitions) for name, t in metadata.topics.items()
             if t.error is None and (wanted is None or name in wanted)}
@@ -59,7 +59,7 @@ def dynamic_topic_configs(client: AdminClient, topics: Iterable[str]) -> dict[st
         entries = _result(future, f"describe configs of topic {resource.name}")
         configs[resource.name] = {
             name: entry.value for name, entry in entries.items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and name not in CONFIGS_NOT_SYNCED
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and config_synced(name)
             and entry.value is not None and not entry.is_sensitive
         }
     return configs
@@ -82,7 +82,7 @@ def ensure_topics(client: AdminClient, wanted: dict[str, int], configs: dict[str
             except KafkaException as exc:
                 if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
                     continue
-                raise RuntimeError(f"create topic {topic}: {exc.args[0] if exc.args else exc}") from None
+                raise KafkaOperationFailed(f"create topic {topic}: {exc.args[0] if exc.args else exc}") from None
             existing[topic] = wanted[topic]
     grow = [NewPartitions(t, n) for t, n in wanted.items() if t in existing and existing[t] < n]
     if grow:
@@ -102,7 +102,7 @@ def _await_metadata(client: AdminClient, wanted: dict[str, int], timeout: float 
         if all(counts.get(t, 0) >= n for t, n in wanted.items()):
             return
         time.sleep(0.1)
-    raise RuntimeError(f"topics {sorted(wanted)} did not appear in metadata within {timeout:.0f}s")
+    raise KafkaOperationFailed(f"topics {sorted(wanted)} did not appear in metadata within {timeout:.0f}s")
 
 
 def ensure_internal_topic(client: AdminClient, topic: str) -> None:
@@ -129,7 +129,7 @@ def end_offsets(client: AdminClient, partitions: Iterable[tuple[str, int]], earl
                 if error is not None and (error.retriable() or error.name() in _NOT_READY) and time.monotonic() < deadline:
                     retry[tp] = request[tp]
                 else:
-                    raise RuntimeError(f"list offsets of {tp.topic}-{tp.partition}: {error or exc}") from None
+                    raise KafkaOperationFailed(f"list offsets of {tp.topic}-{tp.partition}: {error or exc}") from None
         request = retry
         if request:
             time.sleep(0.2)
@@ -162,7 +162,7 @@ def group_states(client: AdminClient, groups: list[str]) -> dict[str, tuple[str,
             if exc.args and exc.args[0].name() in ("GROUP_ID_NOT_FOUND",):
                 out[group] = ("DEAD", 0)
             else:
-                raise RuntimeError(f"describe group {group}: {exc.args[0]}") from None
+                raise KafkaOperationFailed(f"describe group {group}: {exc.args[0]}") from None
     return out
 
 
@@ -199,7 +199,7 @@ def produce_all(producer: Producer, topic: str, records: Iterable[tuple[bytes, b
         count += 1
     remaining = producer.flush(TIMEOUT)
     if remaining or errors:
-        raise RuntimeError(f"writing to {topic}: {errors[0] if errors else f'{remaining} records not acknowledged'}")
+        raise KafkaOperationFailed(f"writing to {topic}: {errors[0] if errors else f'{remaining} records not acknowledged'}")
     return count
 
 

@@ -322,13 +322,25 @@ class FlowPipeline:
 # ---------------------------------------------------------------------- the job
 
 
+#: The parts of mm2spec executors import (MM2's rules, the error classes): stdlib only, as
+#: tests/unit/test_layers.py checks. Only these: the rest of mm2spec needs third-party libraries.
+SHIPPED_MM2SPEC = ("__init__.py", "errors.py", "mm2/*.py")
+
+
 def package_zip(directory: Path) -> str:
-    """This package as a zip for SparkContext.addPyFile, so executors can import it."""
+    """This package and ``SHIPPED_MM2SPEC`` as a zip for SparkContext.addPyFile, so executors can import them."""
+    import mm2spec
+
     package = Path(__file__).resolve().parent
+    mm2spec_root = Path(mm2spec.__file__).resolve().parent
+    files = [(path, f"mm2spark/{path.name}") for path in sorted(package.glob("*.py"))]
+    for pattern in SHIPPED_MM2SPEC:
+        files += [(path, f"mm2spec/{path.relative_to(mm2spec_root).as_posix()}")
+                  for path in sorted(mm2spec_root.glob(pattern))]
     target = directory / "mm2spark.zip"
     with zipfile.ZipFile(target, "w") as archive:
-        for path in sorted(package.glob("*.py")):
-            archive.write(path, f"mm2spark/{path.name}")
+        for path, name in files:
+            archive.write(path, name)
     return str(target)
 
 

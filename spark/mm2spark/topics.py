@@ -1,5 +1,7 @@
 """Which topics and groups a flow mirrors, and what the mirrored topics are called: MM2's rules.
 
+The rules themselves are ``mm2spec.mm2`` (shared with mm2spec's plan and Pulumi program, shipped
+to the executors with this package); this module applies them to a flow of the job config.
 MM2 replicates a topic when it matches ``topics`` and not ``topics.exclude`` (each a comma-separated
 list of Java regexes matched against the whole name), is not an internal topic of Kafka, Connect
 or MM2, and (DefaultReplicationPolicy) did not come from the target cluster (a cycle). The same
@@ -13,11 +15,8 @@ import re
 from dataclasses import dataclass
 
 from mm2spark.config import MirrorFlowConfig
-
-#: MM2's DefaultReplicationPolicy.isInternalTopic: Kafka's own (``__*``, ``.*``) and MM2's
-#: (``mm2*.internal``: offset-syncs, dedicated-mode configs/offsets/status; ``*.checkpoints.internal``).
-#: Checked name by name against the real class in tests/integration/test_spark_mm2_formats.py.
-INTERNAL_TOPIC_PATTERNS = (r"__.*", r"\..*", r"mm2.*\.internal", r".*\.checkpoints\.internal")
+from mm2spec.mm2 import policy as mm2_policy
+from mm2spec.mm2 import selection
 
 
 @dataclass(frozen=True)
@@ -25,63 +24,45 @@ class ReplicationPolicy:
     """IdentityReplicationPolicy (same names) or DefaultReplicationPolicy (``<source><sep><topic>``)."""
 
     identity: bool
-    separator: str = "."
+    separator: str = mm2_policy.SEPARATOR_DEFAULT
 
     @classmethod
     def of(cls, flow: MirrorFlowConfig) -> "ReplicationPolicy":
         return cls(identity=flow.identity, separator=flow.replication_policy_separator)
 
     def target_topic(self, source_alias: str, topic: str) -> str:
-        return topic if self.identity else f"{source_alias}{self.separator}{topic}"
+        return mm2_policy.target_topic(source_alias, topic, identity=self.identity, separator=self.separator)
 
-    # MM2 names its internal topics with "." unless replication.policy.internal.topic.separator
-    # .enabled; the default is enabled, so the configured separator is used.
-    def offset_syncs_topic(self, cluster_alias: str) -> str:
-        return f"mm2-offset-syncs{self.separator}{cluster_alias}{self.separator}internal"
-
-    def checkpoints_topic(self, cluster_alias: str) -> str:
-        return f"{cluster_alias}{self.separator}checkpoints{self.separator}internal"
+    def checkpoints_topic(self, source_alias: str) -> str:
+        return mm2_policy.checkpoints_topic(source_alias, self.separator)
 
     def cycle_pattern(self, target_alias: str) -> str | None:
         """Names whose chain of sources includes the target (never mirrored back); None for identity."""
-        if self.identity:
-            return None
-        sep = re.escape(self.separator)
-        return f"(?:.*{sep})?{re.escape(target_alias)}{sep}.*"
+        return None if self.identity else mm2_policy.cycle_pattern(target_alias, self.separator)
 
 
 def offset_syncs_topic(flow: MirrorFlowConfig) -> tuple[str, str]:
     """(cluster role, topic name): MM2 names the topic after the *other* cluster than the one holding it."""
-    policy = ReplicationPolicy.of(flow)
-    if flow.offset_syncs_topic_location == "target":
-        return "target", policy.offset_syncs_topic(flow.source_alias)
-    return "source", policy.offset_syncs_topic(flow.target_alias)
+    location = flow.offset_syncs_topic_location
+    name = mm2_policy.offset_syncs_topic(flow.source_alias, flow.target_alias, location,
+                                         flow.replication_policy_separator)
+    return ("target" if location == "target" else "source"), name
 
 
 def checkpoints_topic(flow: MirrorFlowConfig) -> str:
     """Lives on the target; named after the source (``<source>.checkpoints.internal``)."""
-    return ReplicationPolicy.of(flow).checkpoints_topic(flow.source_alias)
-
-
-def _alternatives(patterns) -> str:
-    return "|".join(f"(?:{p})" for p in patterns)
+    return mm2_policy.checkpoints_topic(flow.source_alias, flow.replication_policy_separator)
 
 
 def topic_pattern(flow: MirrorFlowConfig) -> str:
     """One regex, valid in Java and Python, whose full match is MM2's decision to replicate."""
-    excludes = list(flow.topics_exclude) + list(INTERNAL_TOPIC_PATTERNS)
-    cycle = ReplicationPolicy.of(flow).cycle_pattern(flow.target_alias)
-    if cycle:
-        excludes.append(cycle)
-    return f"(?!(?:{_alternatives(excludes)})$)(?:{_alternatives(flow.topics)})"
+    return selection.topic_pattern(flow.topics, flow.topics_exclude, identity=flow.identity,
+                                   target_alias=flow.target_alias, separator=flow.replication_policy_separator)
 
 
 def group_pattern(flow: MirrorFlowConfig) -> str:
-    if not flow.groups:
-        return "(?!)"  # matches nothing
-    if not flow.groups_exclude:
-        return f"(?:{_alternatives(flow.groups)})"
-    return f"(?!(?:{_alternatives(flow.groups_exclude)})$)(?:{_alternatives(flow.groups)})"
+    """One regex whose full match is MM2's decision to checkpoint a group (none: matches nothing)."""
+    return selection.selection_pattern(flow.groups, flow.groups_exclude)
 
 
 @dataclass(frozen=True)

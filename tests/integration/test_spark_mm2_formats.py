@@ -1,13 +1,16 @@
-"""The Spark job's MM2 formats and names, checked with MirrorMaker 2's own Java classes.
+"""MM2's names and formats as mm2spec writes them, checked with MirrorMaker 2's own Java classes.
 
 ``spark_mm2_check/Mm2Check.java`` is compiled here against the installed Kafka jars
-(connect-mirror, connect-mirror-client) and decodes what Python wrote with
-``OffsetSync.deserializeRecord`` / ``Checkpoint.deserializeRecord``.
+(connect-mirror, connect-mirror-client). It names topics with the real replication policies, to
+check ``mm2spec.mm2`` (the rules the plan, the Pulumi program and the Spark job all use), and
+decodes what the Spark job's Python wrote with ``OffsetSync.deserializeRecord`` /
+``Checkpoint.deserializeRecord``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,18 +25,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2spec.components import components
 from mm2spec.errors import ComponentMissing
+from mm2spec.mm2 import policy
+from mm2spec.mm2.policy import DEFAULT_POLICY as DEFAULT
+from mm2spec.mm2.policy import IDENTITY_POLICY as IDENTITY
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
 from mm2spark.config import parse_job_config  # noqa: E402
 from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
-from mm2spark.topics import ReplicationPolicy, topic_filter  # noqa: E402
+from mm2spark.topics import topic_filter  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 HARNESS = Path(__file__).resolve().parent / "spark_mm2_check" / "Mm2Check.java"
-IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-DEFAULT = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 
 missing = missing_component
@@ -86,19 +90,24 @@ NAMES = ["orders", "__consumer_offsets", ".hidden", "a-internal", "b.internal", 
 
 
 def test_policy_names_and_internal_topics_match_mm2(mm2_check):
-    lines = mm2_check("names", DEFAULT, "primary", "dr", *NAMES)
-    java = {tuple(line.split(" ", 1)) for line in lines}
-    policy = ReplicationPolicy(identity=False)
-    assert ("offsetSyncsTopic", policy.offset_syncs_topic("primary")) in java
+    """mm2spec.mm2's naming and internal-topic rules against the real policies (separator ".")."""
+    java = {tuple(line.split(" ", 1)) for line in mm2_check("names", DEFAULT, "primary", "dr", *NAMES)}
+    # offsetSyncsTopic(alias) names the topic after the cluster it is not on: on the target, the source
+    assert ("offsetSyncsTopic", policy.offset_syncs_topic("primary", "dr", "target")) in java
     assert ("checkpointsTopic", policy.checkpoints_topic("primary")) in java
-    accept = topic_filter(flow())
+    internal_patterns = policy.internal_topic_patterns()
+    accept = topic_filter(flow())  # the Spark job's decision, built from the same rules
     for name in NAMES:
-        assert ("remote", f"{name} {policy.target_topic('primary', name)}") in java
-        internal = f"{name} true" if ("internal", f"{name} true") in java else f"{name} false"
+        assert ("remote", f"{name} {policy.target_topic('primary', name, identity=False)}") in java
+        internal = ("internal", f"{name} true") in java
+        assert any(re.fullmatch(p, name) for p in internal_patterns) == internal, name
         # MM2 never mirrors an internal topic; everything else here passes topics=.*
-        assert accept(name) == internal.endswith("false"), name
-    identity = {tuple(line.split(" ", 1)) for line in mm2_check("names", IDENTITY, "primary", "dr", "orders")}
+        assert accept(name) == (not internal), name
+    identity = {tuple(line.split(" ", 1)) for line in mm2_check("names", IDENTITY, "primary", "dr", *NAMES)}
     assert ("remote", "orders orders") in identity
+    for name in NAMES:
+        if not name.endswith("heartbeats"):  # MM2 still prefixes heartbeats topics; not modelled
+            assert ("remote", f"{name} {policy.target_topic('primary', name, identity=True)}") in identity, name
 
 
 def test_records_written_by_python_decode_with_mm2_classes(kafka_pair, mm2_check):

@@ -113,3 +113,22 @@ def test_what_mm2_never_replicates_is_neither_mirrored_nor_granted(tmp_path):
     assert sorted(t.name for t in resources.topics if t.kind == "mirror") == ["primary.orders"]
     granted = {b.resource_name for b in resources.acls if b.resource_type == "TOPIC" and b.cluster == "primary"}
     assert "orders" in granted and not granted & {"dr.orders", ".hidden", "primary.checkpoints.internal"}
+
+
+def test_mm2s_internal_topics_are_found_by_the_flows_separator(tmp_path):
+    # separator "_": MM2 names (and recognises) its internal topics with it, so another flow's
+    # offset-syncs topic on the source is never mirrored, while a "."-named look-alike is a topic
+    spec = (ROOT / "examples/dr-spec.example.yaml").read_text().replace(
+        'topics: [orders, payments, "invoices-.*"]', 'topics: [".*"]\n    separator: "_"').replace(
+        "replicationPolicy: identity", "replicationPolicy: default")
+    path = tmp_path / "s.yaml"
+    path.write_text(spec)
+    flow = load_desired_state(path, "prod").mirrors[0]
+    assert flow.offset_syncs_topic == "mm2-offset-syncs_primary_internal"
+    names = ["orders", "mm2-offset-syncs_dr_internal", "dr_checkpoints_internal", "dr_orders",
+             "primary.checkpoints.internal", "mm2-offset-syncs.dr.internal"]
+    assert mirrored_topics(flow, names) == ["orders", "primary.checkpoints.internal"]
+    resources = desired_resources(load_desired_state(path, "prod"),
+                                  {"primary": SourceSnapshot("primary", {n: live(n) for n in names})})
+    assert sorted(t.name for t in resources.topics if t.kind == "mirror") == [
+        "primary_orders", "primary_primary.checkpoints.internal"]

@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
+from mm2spec import errors
+from mm2spec.mm2 import defaults, selection
+from mm2spec.mm2.policy import DEFAULT_POLICY as DEFAULT
+from mm2spec.mm2.policy import IDENTITY_POLICY as IDENTITY
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "spark"))
 
 from mm2spark.config import JobConfigError, parse_job_config, resolve_env, trigger_seconds  # noqa: E402
 from mm2spark.eos import EosWriterSettings, runs_of  # noqa: E402
 from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run, runs_from_offsets  # noqa: E402
 from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
 from mm2spark.topics import ReplicationPolicy, checkpoints_topic, group_filter, offset_syncs_topic, topic_filter  # noqa: E402
-
-IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-DEFAULT = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 
 def job(**flow_overrides) -> dict:
@@ -90,6 +96,39 @@ def test_bad_values_are_reported_by_key(key, value, message):
         parse_job_config(job(**{key: value}), environ={})
 
 
+def test_job_config_errors_are_mm2specs():
+    assert JobConfigError is errors.JobConfigError  # mirror_job.py and the CLI catch the same class
+    assert issubclass(JobConfigError, errors.MirrorError) and issubclass(JobConfigError, ValueError)
+
+
+def test_settings_left_out_take_mm2s_defaults():
+    minimal = {"name": "f", "source.cluster.alias": "primary", "target.cluster.alias": "dr",
+               "source.cluster.bootstrap.servers": "p:9092", "target.cluster.bootstrap.servers": "d:9092"}
+    flow = parse_job_config({"apiVersion": "mm2spec/v1", "flows": [minimal]}, environ={}).flows[0]
+    # MirrorClientConfig.REPLICATION_POLICY_CLASS_DEFAULT: the job once assumed the identity policy here
+    assert flow.replication_policy_class == DEFAULT and not flow.identity
+    assert flow.replication_policy_separator == "."
+    assert flow.topics == (".*",) and flow.groups == (".*",)
+    assert flow.topics_exclude == (r"mm2.*\.internal", r".*\.replica", r"__.*") == selection.TOPICS_EXCLUDE_DEFAULT
+    assert flow.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*") == selection.GROUPS_EXCLUDE_DEFAULT
+    assert flow.offset_syncs_topic_location == "source" == defaults.OFFSET_SYNCS_TOPIC_LOCATION_DEFAULT
+    assert offset_syncs_topic(flow) == ("source", "mm2-offset-syncs.dr.internal")
+    assert flow.offset_lag_max == 100
+    assert (flow.emit_checkpoints, flow.emit_checkpoints_interval_s) == (True, 60)
+    assert (flow.sync_group_offsets, flow.sync_group_offsets_interval_s) == (False, 60)
+    assert (flow.refresh_topics_interval_s, flow.refresh_groups_interval_s) == (600, 600)
+    assert flow.sync_topic_configs and not flow.exactly_once
+    # the dataclass's own defaults are the same
+    from mm2spark.config import MirrorFlowConfig
+
+    assert MirrorFlowConfig(flow.name, flow.source, flow.target, flow.topics, flow.topics_exclude, flow.groups,
+                            flow.groups_exclude) == flow
+    # an explicit empty list replaces MM2's default, as in MM2
+    explicit = parse_job_config({"apiVersion": "mm2spec/v1", "flows": [{**minimal, "topics.exclude": ""}]},
+                                environ={}).flows[0]
+    assert explicit.topics_exclude == ()
+
+
 def test_trigger_interval_text():
     assert trigger_seconds("1 second") == 1
     assert trigger_seconds("500 milliseconds") == 0.5
@@ -114,6 +153,17 @@ def test_internal_topics_are_never_mirrored_even_when_included():
                      "primary.checkpoints.internal", "mm2-configs.dr.internal"):
         assert not accept(internal), internal
     assert accept("a-internal") and accept("heartbeats")
+
+
+def test_internal_topics_follow_a_custom_separator():
+    flow = parse_job_config(job(topics=".*", **{"topics.exclude": "", "replication.policy.class": DEFAULT,
+                                                "replication.policy.separator": "_"}), environ={}).flows[0]
+    accept = topic_filter(flow)
+    assert not accept("mm2-offset-syncs_dr_internal") and not accept("primary_checkpoints_internal")
+    assert not accept("dr_orders") and accept("dr.orders")  # the cycle rule splits on "_" too
+    assert accept("primary.checkpoints.internal")  # not MM2's with this separator (Java-checked)
+    assert ReplicationPolicy.of(flow).target_topic("primary", "orders") == "primary_orders"
+    assert checkpoints_topic(flow) == "primary_checkpoints_internal"
 
 
 def test_default_policy_names_and_cycle_detection():
@@ -214,6 +264,51 @@ def test_eos_settings_name_per_partition_transactions():
     conf = settings.producer_conf("orders", 3)
     assert conf["compression.type"] == "zstd" and "buffer.memory" not in conf  # Java-only key dropped
     assert conf["enable.idempotence"] is True and conf["acks"] == "all"
+
+
+def test_admin_failures_are_mm2spec_errors():
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mm2spark import kafka
+
+    class Failed:
+        def result(self, timeout=None):
+            raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied"))
+
+    class Unreachable:
+        def list_topics(self, timeout=None):
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "connection refused"))
+
+    with pytest.raises(errors.KafkaOperationFailed, match="describe configs of topic orders: .*denied"):
+        kafka._result(Failed(), "describe configs of topic orders")
+    with pytest.raises(errors.ClusterUnreachable, match="connection refused"):
+        kafka.partition_counts(Unreachable())
+
+
+# ------------------------------------------------------------------------------- shipping
+
+def test_executors_get_the_package_and_mm2s_rules_in_one_zip(tmp_path):
+    from mm2spark.pipeline import package_zip
+
+    archive = package_zip(tmp_path)
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {f"mm2spark/{p.name}" for p in (ROOT / "spark" / "mm2spark").glob("*.py")} <= names
+    # mm2spec's stdlib-only parts, nothing else of it (the rest needs third-party libraries)
+    assert {n for n in names if n.startswith("mm2spec/")} == (
+        {"mm2spec/__init__.py", "mm2spec/errors.py"} | {f"mm2spec/mm2/{p.name}" for p in (ROOT / "mm2spec" / "mm2").glob("*.py")})
+    # A fresh interpreter with nothing but the zip (no site-packages, no repository) imports them.
+    empty = tmp_path / "cwd"
+    empty.mkdir()
+    check = ("import mm2spark.config, mm2spark.topics, mm2spec.errors, sys; "
+             "mods = [mm2spark.config, mm2spark.topics, mm2spec.errors, sys.modules['mm2spec.mm2.selection']]; "
+             "assert all(m.__file__.startswith(sys.argv[1]) for m in mods), [m.__file__ for m in mods]; "
+             "print(mm2spark.topics.topic_pattern(mm2spark.config.parse_job_config({'apiVersion': 'mm2spec/v1', "
+             "'flows': [{'source.cluster.alias': 'a', 'target.cluster.alias': 'b', "
+             "'source.cluster.bootstrap.servers': 'x:1', 'target.cluster.bootstrap.servers': 'y:1'}]}, {}).flows[0]))")
+    result = subprocess.run([sys.executable, "-S", "-c", check, archive], cwd=empty, capture_output=True, text=True,
+                            env={"PYTHONPATH": archive, "PATH": os.environ.get("PATH", "")}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "(?:.*\\.)?b\\..*" in result.stdout  # the default policy's cycle rule, from mm2spec.mm2
 
 
 def test_offset_log_reads_sparks_offsets_file(tmp_path):
