@@ -1,8 +1,15 @@
-"""Real Kafka components on this machine, without Docker: single-node KRaft clusters ``primary`` and
-``dr``, a Kafka Connect worker and MirrorMaker 2 in dedicated mode, as Java processes.
+"""dev: a local DR setup on this machine, without Docker, for the demo, tests and benchmarks.
 
-Used by ``mm2spec dev up|status|down`` and by the integration-test fixtures. The jars come from
-``scripts/install-kafka.sh``; see :mod:`mm2spec.components`.
+- ``stack``, ``kafka``, ``connect``, ``config``, ``process``: single-node KRaft clusters ``primary``
+  and ``dr``, a Kafka Connect worker and MirrorMaker 2 in dedicated mode, as Java processes
+  (``mm2spec dev up|status|down`` and the integration-test fixtures)
+- ``spark``: a Spark standalone cluster (master + worker) from the pip pyspark distribution
+- ``demo``: the demo's data: seed the source topics, wait until the target has them
+
+The jars come from ``scripts/install-kafka.sh``; see :mod:`mm2spec.components`.
+
+May import: ``spec``, ``live``, ``runtime`` (process helpers), ``components``, ``errors``.
+Never ``plan``, ``provision``, ``ops`` or ``cli``; never prints.
 """
 
 from mm2spec.dev.config import (

@@ -4,6 +4,7 @@ one ``{"name", "config"}`` document per MM2 connector (the config part is what
 
 from __future__ import annotations
 
+from mm2spec.mm2.policy import SEPARATOR_DEFAULT
 from mm2spec.render.properties import BYTE_ARRAY_CONVERTER, ENV_PROVIDER, client_properties, kafka_bool
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
@@ -65,7 +66,7 @@ def _flow_common(state: DesiredState, flow: MirrorFlow, connector_class: str) ->
     for prefix, cluster in (("source.cluster.", source), ("target.cluster.", target)):
         config.update({prefix + key: value for key, value in client_properties(cluster)})
     config["replication.policy.class"] = flow.policy_class
-    if flow.separator != ".":
+    if flow.separator != SEPARATOR_DEFAULT:  # MM2's default needs no key
         config["replication.policy.separator"] = flow.separator
     return config
 
@@ -183,7 +184,7 @@ def mm2_properties(state: DesiredState) -> list[tuple[str, str]]:
             (f + "emit.heartbeats.enabled", kafka_bool(flow.heartbeats)),
             (f + "heartbeats.replication.enabled", kafka_bool(flow.heartbeats)),
         ])
-        if flow.separator != ".":
+        if flow.separator != SEPARATOR_DEFAULT:  # MM2's default needs no key
             props.append((f + "replication.policy.separator", flow.separator))
         if flow.exactly_once:
             props.append((f"{flow.target}.exactly.once.source.support", "enabled"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mm2spec.mm2.policy import SEPARATOR_DEFAULT
 from mm2spec.spec.document import Node, to_plain
 from mm2spec.spec.model import (
     AclBinding,
@@ -114,7 +115,7 @@ def _mirror(spec: dict) -> MirrorFlow:
         source=source,
         target=target,
         replication_policy=spec.get("replicationPolicy", "default"),
-        separator=spec.get("separator", "."),
+        separator=spec.get("separator", SEPARATOR_DEFAULT),
         topics=tuple(classify(t) for t in spec["topics"]),
         topics_exclude=tuple(spec.get("topicsExclude") or ()),
         groups=tuple(classify(g) for g in spec.get("groups") or ()),
@@ -188,7 +189,7 @@ def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster,
 
     for flow in mirrors:
         s, t = flow.source, flow.target
-        target_prefix = "" if flow.replication_policy == "identity" else f"{s}{flow.separator}"
+        target_prefix = flow.target_topic("")  # the policy's prefix: "" (identity) or "<source><sep>"
         allow(s, "CLUSTER", "kafka-cluster", ("DESCRIBE",), f"{flow.name}: describe the source cluster")
         allow(t, "CLUSTER", "kafka-cluster", ("DESCRIBE", "ALTER"), f"{flow.name}: describe and alter the target cluster")
         for selector in flow.topics:
