@@ -16,9 +16,10 @@ message says what to do. Modules raise these; none defines an error class of its
     ├── ComponentMissing          Java, the Kafka or Spark jars, or the Pulumi CLI are not installed
     ├── ClusterError              talking to a live cluster failed
     │   ├── ClusterUnreachable    a Kafka cluster did not answer
-    │   ├── KafkaOperationFailed  an admin operation failed (names the cluster and resource)
+    │   ├── KafkaOperationFailed  an admin request, produce or commit failed (names what)
     │   ├── ConnectUnreachable    the Connect REST API did not answer
-    │   └── ConnectRequestFailed  the Connect REST API answered with an error
+    │   ├── ConnectRequestFailed  the Connect REST API answered with an error
+    │   └── RecordMalformed       a record of an MM2 internal topic is not in MM2's binary layout
     ├── MirrorError               the Spark mirroring job could not be started, stopped or inspected
     │   └── JobConfigError        the job's config (spark-mirror.json) is unusable
     ├── ProvisionFailed           a Pulumi provider operation cannot be carried out
@@ -98,7 +99,8 @@ class ClusterUnreachable(ClusterError):
 
 
 class KafkaOperationFailed(ClusterError):
-    """A Kafka admin operation failed; the message names the cluster and the resource."""
+    """A Kafka operation (admin request, produce, commit) failed; the message names the cluster or
+    flow and the resource."""
 
 
 class ConnectUnreachable(ClusterError):
@@ -107,6 +109,13 @@ class ConnectUnreachable(ClusterError):
 
 class ConnectRequestFailed(ClusterError):
     """The Connect REST API answered with an error (its message is passed on)."""
+
+
+class RecordMalformed(ClusterError, ValueError):
+    """A record of an MM2 internal topic (offset syncs, checkpoints) is not in MM2's binary layout
+    (something other than MM2 or mm2spec wrote it), or a value to be written does not fit that
+    layout (a name too long for Kafka's STRING); the message says which field. A ValueError too,
+    so readers that skip undecodable records keep doing so."""
 
 
 # ----------------------------------------------------------------------------------- operations

@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mm2spark.config import JobConfigError, load_job_config  # noqa: E402
+from mm2spec.errors import ComponentMissing, Mm2specError  # noqa: E402
 
 
 def default_jars() -> list[str]:
@@ -38,26 +39,32 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         job = load_job_config(args.config)
-    except JobConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (JobConfigError, Mm2specError) as exc:
+        return _user_error(exc)
     if args.master:
         from dataclasses import replace
 
         job = replace(job, spark=replace(job.spark, master=args.master))
     try:
         jars = args.jars.split(",") if args.jars else default_jars()
-    except Exception as exc:  # ComponentMissing: say how to install
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except ComponentMissing as exc:  # its message says how to install
+        return _user_error(exc)
     if not any("mm2spec-spark-interceptor" in Path(j).name for j in jars):
-        print("error: the mm2spec producer interceptor jar is missing from spark.jars; run scripts/install-spark.sh",
-              file=sys.stderr)
-        return 1
+        return _user_error("the mm2spec producer interceptor jar is missing from spark.jars; "
+                           "run scripts/install-spark.sh")
     status_file = args.status_file or str(Path(job.spark.checkpoint_location) / "status.json")
     from mm2spark.pipeline import run
 
-    return run(job, jars, status_file, max_restarts=args.max_restarts)
+    try:
+        return run(job, jars, status_file, max_restarts=args.max_restarts)
+    except (JobConfigError, Mm2specError) as exc:  # at start: a cluster away, an unusable setting
+        return _user_error(exc)
+
+
+def _user_error(problem: Exception | str) -> int:
+    """A problem the user can fix: its message on stderr, exit code 1, no traceback."""
+    print(f"error: {problem}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from mm2spec.dev import demo
-from mm2spec.dev.stack import DEFAULT_ROOT, DevStack
+from mm2spec.dev.stack import DEFAULT_ROOT, READY_TIMEOUT_S, DevStack
 from mm2spec.spec.load import load_desired_state
 
 
@@ -40,7 +40,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         "default: a minimal worker on the dr cluster",
     )
     up.add_argument("--mm2-config", type=Path, metavar="FILE", help="also run MirrorMaker 2 in dedicated mode with this file")
-    up.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="readiness deadline per step (default 180)")
+    up.add_argument("--timeout", type=float, default=READY_TIMEOUT_S, metavar="SECONDS",
+                    help=f"readiness deadline per step (default {READY_TIMEOUT_S:.0f})")
     _add_dir(up)
     up.set_defaults(func=_up)
 

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from mm2spec.errors import DevError
 from mm2spec.runtime.process import HOST
 
 
@@ -158,7 +159,7 @@ def java_client_properties(spec: BrokerSpec, user: str = ADMIN_USER) -> dict[str
 def password_of(user: str) -> str:
     passwords = {ADMIN_USER: ADMIN_PASSWORD, MM2_USER: MM2_PASSWORD}
     if user not in passwords:
-        raise ValueError(f"the dev clusters have no user {user!r} (known: {', '.join(passwords)})")
+        raise DevError(f"the dev clusters have no user {user!r} (known: {', '.join(passwords)})")
     return passwords[user]
 
 
@@ -244,12 +245,13 @@ def read_properties(text: str) -> dict[str, str]:
 
 
 def rest_port_of(worker_props: dict[str, str]) -> int:
-    """The REST port a Connect worker will listen on (Connect's default is 8083)."""
+    """The REST port a Connect worker will listen on (Connect's default is 8083); DevError if the
+    ``listeners`` setting names none."""
     listeners = worker_props.get("listeners", "http://:8083")
     first = listeners.split(",")[0].strip()
     match = re.search(r":(\d+)/?$", first)
     if not match:
-        raise ValueError(f"cannot read a port from listeners={listeners!r}")
+        raise DevError(f"cannot read a port from listeners={listeners!r}; give one, e.g. listeners=http://{HOST}:8083")
     return int(match.group(1))
 
 

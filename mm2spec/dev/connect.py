@@ -15,7 +15,7 @@ from mm2spec.components import Components
 from mm2spec.dev import process
 from mm2spec.dev.config import HOST, read_properties, rest_port_of
 from mm2spec.dev.process import JavaProcess
-from mm2spec.errors import DevError
+from mm2spec.errors import ConnectRequestFailed, DevError
 
 MIRROR_SOURCE_CONNECTOR = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
 
@@ -47,7 +47,7 @@ class ConnectWorker:
         self.java, self.libs = process.java_and_libs(found)
         try:
             self.rest_port = rest_port_of(read_properties(self.config.read_text()))
-        except ValueError as bad:
+        except DevError as bad:
             raise DevError(f"{self.config}: {bad}") from None
 
     @property
@@ -88,7 +88,7 @@ def connect_ready(url: str) -> bool:
     try:
         connectors = _get_json(f"{url}/connectors")
         plugins = _get_json(f"{url}/connector-plugins")
-    except (OSError, ValueError):
+    except (OSError, ValueError, ConnectRequestFailed):  # not up yet, or not answering properly yet
         return False
     return isinstance(connectors, list) and any(p.get("class") == MIRROR_SOURCE_CONNECTOR for p in plugins)
 
@@ -146,8 +146,14 @@ class MirrorMaker:
             return False
 
 
+#: One readiness probe of the REST API. A worker that is up answers in milliseconds; one that is
+#: still joining its group may hold the request, and then the next probe (every poll of
+#: process.wait_all_ready) is as good as waiting longer on this one.
+REST_PROBE_TIMEOUT_S = 3.0
+
+
 def _get_json(url: str):
-    with urllib.request.urlopen(url, timeout=3) as response:
+    with urllib.request.urlopen(url, timeout=REST_PROBE_TIMEOUT_S) as response:
         if response.status != 200:
-            raise ValueError(f"{url}: HTTP {response.status}")
+            raise ConnectRequestFailed(f"{url}: HTTP {response.status}")
         return json.loads(response.read())

@@ -27,6 +27,13 @@ _QUIET = logging.getLogger("mm2spec.dev.readiness")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
+#: StorageTool formats an empty data folder in a few seconds; it gets long because it is a JVM
+#: start (class loading, SCRAM hashing) on two cores that other processes may be using.
+FORMAT_TIMEOUT_S = 120.0
+#: One readiness probe (a metadata request): a broker that is up answers in milliseconds. Short,
+#: because ``wait_all_ready`` probes again every poll until its own deadline.
+BROKER_PROBE_TIMEOUT_S = 3.0
+
 
 class KafkaCluster:
     """One dev cluster: its files live in ``<root>/<name>/``, its log in ``<root>/logs/<name>.log``.
@@ -77,7 +84,9 @@ class KafkaCluster:
             log4j=log4j,
             heap="256m",
         )
-        process.run_to_completion(command, log=self.log, timeout=120, what=f"formatting cluster {self.spec.name!r}")
+        process.run_to_completion(
+            command, log=self.log, timeout=FORMAT_TIMEOUT_S, what=f"formatting cluster {self.spec.name!r}"
+        )
         stamp.write_text(json.dumps({"config": wanted}))
         return True
 
@@ -103,7 +112,7 @@ class KafkaCluster:
         return broker_ready(self.spec)
 
 
-def broker_ready(spec: BrokerSpec, timeout: float = 3.0) -> bool:
+def broker_ready(spec: BrokerSpec, timeout: float = BROKER_PROBE_TIMEOUT_S) -> bool:
     """True when ``spec``'s broker answers metadata with itself registered (admin credentials)."""
     if not process.listening(spec.port):
         return False  # cheap check first: no librdkafka client while nothing listens

@@ -23,6 +23,23 @@ from mm2spec.errors import ComponentMissing, DevError, NotReady, PortInUse
 from mm2spec.dev.config import HOST, log4j2_properties
 from mm2spec.runtime.process import cmdline_has, listening, port_free, tail  # noqa: F401 (part of this module's API)
 
+#: SIGTERM to SIGKILL for one process: a broker flushes its logs and a Connect worker leaves its
+#: group in well under this on an idle machine; more means it hangs.
+STOP_GRACE_S = 20.0
+#: The same when several stop at once (``stop_all``): they shut down in parallel on two shared
+#: cores, so each gets longer before it is killed.
+STOP_ALL_GRACE_S = 30.0
+#: After SIGKILL the kernel frees the process at once; this only bounds the wait for it to vanish.
+KILL_WAIT_S = 5.0
+#: How often to look whether a stopping process is gone.
+GONE_POLL_S = 0.1
+#: How often ``wait_all_ready`` probes each pending process (a probe may itself take seconds).
+READY_POLL_S = 0.5
+#: Just after exec a child's /proc/<pid>/cmdline is briefly empty: how long (and how often) to
+#: look for the token there before returning; the exec normally shows within milliseconds.
+CMDLINE_WAIT_S = 5.0
+CMDLINE_POLL_S = 0.01
+
 
 @dataclass(frozen=True)
 class JavaProcess:
@@ -141,14 +158,15 @@ def start(
     _children[process.pid] = process
     # Just after exec, /proc/<pid>/cmdline is briefly empty; wait until it shows the token so that
     # alive() means what it says from the first call on.
-    for _ in range(500):
+    deadline = time.monotonic() + CMDLINE_WAIT_S
+    while time.monotonic() < deadline:
         if process.poll() is not None or cmdline_has(process.pid, token):
             break
-        time.sleep(0.01)
+        time.sleep(CMDLINE_POLL_S)
     return JavaProcess(name=name, pid=process.pid, token=token, log=str(log), ports=ports)
 
 
-def stop(process: JavaProcess, grace: float = 20.0) -> bool:
+def stop(process: JavaProcess, grace: float = STOP_GRACE_S) -> bool:
     """SIGTERM, then SIGKILL after ``grace`` seconds. False when the process was already gone."""
     if not process.alive():
         _reap(process.pid)
@@ -156,7 +174,7 @@ def stop(process: JavaProcess, grace: float = 20.0) -> bool:
     _signal(process.pid, signal.SIGTERM)
     if not _wait_gone(process, grace):
         _signal(process.pid, signal.SIGKILL)
-        _wait_gone(process, 5.0)
+        _wait_gone(process, KILL_WAIT_S)
     _reap(process.pid)
     return True
 
@@ -166,11 +184,13 @@ def _wait_gone(process: JavaProcess, seconds: float) -> bool:
     while process.alive():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.1)
+        time.sleep(GONE_POLL_S)
     return True
 
 
-def wait_all_ready(checks: dict[JavaProcess, Callable[[], bool]], *, timeout: float, poll: float = 0.5) -> None:
+def wait_all_ready(
+    checks: dict[JavaProcess, Callable[[], bool]], *, timeout: float, poll: float = READY_POLL_S
+) -> None:
     """Wait until every process's readiness check passes; NotReady (with its log) on the first that
     exits or when the deadline passes. The caller stops what it started."""
     pending = dict(checks)
@@ -191,7 +211,7 @@ def wait_all_ready(checks: dict[JavaProcess, Callable[[], bool]], *, timeout: fl
         time.sleep(poll)
 
 
-def stop_all(processes: list[JavaProcess], grace: float = 30.0) -> None:
+def stop_all(processes: list[JavaProcess], grace: float = STOP_ALL_GRACE_S) -> None:
     """SIGTERM all at once (they shut down in parallel), then stop each; SIGKILL after ``grace``."""
     for proc in processes:
         if proc.alive():

@@ -36,6 +36,11 @@ from mm2spec.errors import DevError
 #: Where ``mm2spec dev`` keeps data, logs and state unless told otherwise (git-ignored).
 DEFAULT_ROOT = PROJECT_ROOT / ".mm2spec" / "dev"
 
+#: How long each step of ``up`` (brokers, Connect, MM2) may take to become ready. A JVM that boots
+#: in seconds on an idle machine takes minutes on two cores shared with builds and other JVMs;
+#: the CLI's ``dev up --timeout`` has the same default.
+READY_TIMEOUT_S = 180.0
+
 
 @dataclass(frozen=True)
 class DevPorts:
@@ -140,7 +145,7 @@ class DevStack:
         with_connect: bool = True,
         connect_config: Path | None = None,
         mm2_config: Path | None = None,
-        timeout: float = 180.0,
+        timeout: float = READY_TIMEOUT_S,
     ) -> DevState:
         """Start everything and wait until it is ready; on any failure stop what was started."""
         current = self.read_state()

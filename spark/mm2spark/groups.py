@@ -26,6 +26,16 @@ log = logging.getLogger("mm2spark.groups")
 #: Group states in which nobody consumes, so committing offsets cannot disturb a live consumer.
 INACTIVE_STATES = frozenset({"EMPTY", "DEAD", "UNKNOWN"})
 
+#: The shortest pause between two rounds, whatever the intervals say: a config of 0 s must not
+#: turn the thread into a busy loop of admin calls against both clusters.
+MIN_ROUND_INTERVAL_S = 0.2
+#: At stop, how long the checkpoints producer may take to deliver what it still holds (a round
+#: writes at most one record per group and partition, so this is a few round trips).
+CLOSE_FLUSH_TIMEOUT_S = 10.0
+#: At stop, how long to wait for a round that is under way: as long as one admin call of
+#: mm2spark.kafka may take, after which the daemon thread is left to die with the driver.
+STOP_JOIN_TIMEOUT_S = 30.0
+
 
 @dataclass
 class GroupSyncCounters:
@@ -136,7 +146,7 @@ class GroupOffsetMirror:
 
     def close(self) -> None:
         if self._producer is not None:
-            self._producer.flush(10)
+            self._producer.flush(CLOSE_FLUSH_TIMEOUT_S)
 
 
 class GroupOffsetThread(threading.Thread):
@@ -146,7 +156,7 @@ class GroupOffsetThread(threading.Thread):
         super().__init__(name=f"mm2spark-checkpoints-{mirror.flow.name}", daemon=True)
         self.mirror = mirror
         self.stopping = threading.Event()
-        self.interval = max(0.2, min(mirror.flow.emit_checkpoints_interval_s,
+        self.interval = max(MIN_ROUND_INTERVAL_S, min(mirror.flow.emit_checkpoints_interval_s,
                                      mirror.flow.sync_group_offsets_interval_s if mirror.flow.sync_group_offsets
                                      else mirror.flow.emit_checkpoints_interval_s))
 
@@ -154,12 +164,15 @@ class GroupOffsetThread(threading.Thread):
         while not self.stopping.wait(self.interval):
             try:
                 self.mirror.run_once()
-            except Exception as exc:  # keep mirroring data; report and retry next interval
+            except Exception as exc:
+                # Deliberately broad: whatever fails here (a cluster away, a group deleted meanwhile,
+                # a bug), this thread must live on and the data keeps being mirrored without it; the
+                # failure is counted and logged, and the next round retries.
                 self.mirror.counters.errors += 1
                 self.mirror.counters.last_error = str(exc)
                 log.warning("checkpoints for flow %s failed: %s", self.mirror.flow.name, exc)
 
     def stop(self) -> None:
         self.stopping.set()
-        self.join(timeout=30)
+        self.join(timeout=STOP_JOIN_TIMEOUT_S)
         self.mirror.close()

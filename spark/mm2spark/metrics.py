@@ -22,7 +22,16 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 log = logging.getLogger("mm2spark.progress")
 
+#: Rates (records/s, bytes/s) are averaged over this window: long enough to smooth over the gaps
+#: between micro-batches (one per trigger.interval, 1 s by default, seconds apart under load),
+#: short enough that a dashboard shows a change within a few refreshes.
 RATE_WINDOW_S = 10.0
+#: Until the job has run for a whole window, rates divide by its age, but by at least this, so the
+#: first batch does not show as a burst of millions of records per second.
+MIN_RATE_SPAN_S = 1.0
+#: A progress event without records is logged only when its batch id is a multiple of this, so an
+#: idle flow does not write a log line per event.
+IDLE_LOG_EVERY_BATCHES = 30
 
 
 @dataclass
@@ -184,7 +193,7 @@ class MirrorMetrics:
                 continue
             while window and window[0][0] < now - RATE_WINDOW_S:
                 window.popleft()
-            span = RATE_WINDOW_S if now - self.started_at >= RATE_WINDOW_S else max(1.0, now - self.started_at)
+            span = RATE_WINDOW_S if now - self.started_at >= RATE_WINDOW_S else max(MIN_RATE_SPAN_S, now - self.started_at)
             t = figures.topics[topic]
             t.records_per_second = sum(w[1] for w in window) / span
             t.bytes_per_second = sum(w[2] for w in window) / span
@@ -292,10 +301,13 @@ class MirrorProgressListener(StreamingQueryListener):
             observed = (progress.observedMetrics or {}).get(OBSERVATION)
             if observed is not None and progress.numInputRows:
                 self.metrics.record_observed(flow, observed.asDict())
-            if progress.numInputRows or progress.batchId % 30 == 0:
+            if progress.numInputRows or progress.batchId % IDLE_LOG_EVERY_BATCHES == 0:
                 log.info(progress_line(flow, figures, progress.batchId, progress.numInputRows))
             self.metrics.write_status()
-        except Exception as exc:  # a listener must never take the query down
+        except Exception as exc:
+            # Deliberately broad: Spark calls listeners on its listener bus, and whatever a listener
+            # raises (a status file that cannot be written, an unexpected progress shape, a bug)
+            # must not take the queries down; the figures are only a report.
             log.warning("progress listener: %s", exc)
 
     def onQueryIdle(self, event) -> None:

@@ -9,6 +9,9 @@ are big-endian. Layouts as defined by org.apache.kafka.connect.mirror.OffsetSync
               value = upstreamOffset INT64, offset INT64
   Checkpoint  key   = group STRING, topic STRING, partition INT32
               value = version INT16 (0), upstreamOffset INT64, offset INT64, metadata STRING
+
+A record that does not decode (truncated, a null or non-UTF-8 STRING, another checkpoint version)
+raises ``RecordMalformed`` naming the record type and the field; so does a name too long to encode.
 """
 
 from __future__ import annotations
@@ -16,22 +19,41 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from mm2spec.errors import RecordMalformed
+
 CHECKPOINT_VERSION = 0
+STRING_MAX_BYTES = 0x7FFF
+"""Kafka's STRING has an int16 length."""
 
 
-def _string(text: str) -> bytes:
+def _string(text: str, what: str) -> bytes:
     raw = text.encode("utf-8")
-    if len(raw) > 0x7FFF:
-        raise ValueError(f"string too long for Kafka's STRING type ({len(raw)} bytes)")
+    if len(raw) > STRING_MAX_BYTES:
+        raise RecordMalformed(f"{what} is too long for Kafka's STRING type ({len(raw)} bytes, at most "
+                              f"{STRING_MAX_BYTES}): {text[:80]!r}...")
     return struct.pack(">h", len(raw)) + raw
 
 
-def _read_string(buf: bytes, pos: int) -> tuple[str, int]:
-    (length,) = struct.unpack_from(">h", buf, pos)
+def _read_string(buf: bytes, pos: int, what: str) -> tuple[str, int]:
+    (length,) = _unpack(">h", buf, pos, what)
     pos += 2
     if length < 0:
-        raise ValueError("null STRING where a value is required")
-    return buf[pos:pos + length].decode("utf-8"), pos + length
+        raise RecordMalformed(f"{what}: null STRING where a value is required")
+    if pos + length > len(buf):
+        raise RecordMalformed(f"{what}: STRING of {length} bytes, but only {len(buf) - pos} follow")
+    try:
+        return buf[pos:pos + length].decode("utf-8"), pos + length
+    except UnicodeDecodeError as exc:
+        raise RecordMalformed(f"{what}: STRING is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _unpack(layout: str, buf: bytes, pos: int, what: str) -> tuple:
+    try:
+        return struct.unpack_from(layout, buf, pos)
+    except (struct.error, TypeError):  # too short, or no bytes at all (a null key or value)
+        if buf is None:
+            raise RecordMalformed(f"{what}: missing (null)") from None
+        raise RecordMalformed(f"{what}: too short ({len(buf)} bytes, {pos + struct.calcsize(layout)} needed)") from None
 
 
 @dataclass(frozen=True)
@@ -45,16 +67,17 @@ class OffsetSync:
     downstream_offset: int
 
     def record_key(self) -> bytes:
-        return _string(self.topic) + struct.pack(">i", self.partition)
+        return _string(self.topic, "OffsetSync topic") + struct.pack(">i", self.partition)
 
     def record_value(self) -> bytes:
         return struct.pack(">qq", self.upstream_offset, self.downstream_offset)
 
     @classmethod
     def from_record(cls, key: bytes, value: bytes) -> "OffsetSync":
-        topic, pos = _read_string(key, 0)
-        (partition,) = struct.unpack_from(">i", key, pos)
-        upstream, downstream = struct.unpack_from(">qq", value, 0)
+        """Decode an offset-syncs record; RecordMalformed if it is not an OffsetSync."""
+        topic, pos = _read_string(key, 0, "OffsetSync key (topic)")
+        (partition,) = _unpack(">i", key, pos, "OffsetSync key (partition)")
+        upstream, downstream = _unpack(">qq", value, 0, "OffsetSync value (upstream and downstream offsets)")
         return cls(topic, partition, upstream, downstream)
 
 
@@ -71,19 +94,22 @@ class Checkpoint:
     metadata: str = ""
 
     def record_key(self) -> bytes:
-        return _string(self.group) + _string(self.topic) + struct.pack(">i", self.partition)
+        return (_string(self.group, "Checkpoint group") + _string(self.topic, "Checkpoint topic")
+                + struct.pack(">i", self.partition))
 
     def record_value(self) -> bytes:
         return (struct.pack(">hqq", CHECKPOINT_VERSION, self.upstream_offset, self.downstream_offset)
-                + _string(self.metadata))
+                + _string(self.metadata, "Checkpoint metadata"))
 
     @classmethod
     def from_record(cls, key: bytes, value: bytes) -> "Checkpoint":
-        group, pos = _read_string(key, 0)
-        topic, pos = _read_string(key, pos)
-        (partition,) = struct.unpack_from(">i", key, pos)
-        version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
+        """Decode a checkpoints record; RecordMalformed if it is not a version-0 Checkpoint."""
+        group, pos = _read_string(key, 0, "Checkpoint key (group)")
+        topic, pos = _read_string(key, pos, "Checkpoint key (topic)")
+        (partition,) = _unpack(">i", key, pos, "Checkpoint key (partition)")
+        (version,) = _unpack(">h", value, 0, "Checkpoint value (version)")
         if version != CHECKPOINT_VERSION:
-            raise ValueError(f"unsupported checkpoint version {version}")
-        metadata, _ = _read_string(value, 2 + 8 + 8)
+            raise RecordMalformed(f"Checkpoint value: unsupported version {version} (MM2 writes {CHECKPOINT_VERSION})")
+        upstream, downstream = _unpack(">qq", value, 2, "Checkpoint value (upstream and downstream offsets)")
+        metadata, _ = _read_string(value, 2 + 8 + 8, "Checkpoint value (metadata)")
         return cls(group, topic, partition, upstream, downstream, metadata)

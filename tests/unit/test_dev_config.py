@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mm2spec.components import Components, versions
-from mm2spec.errors import ComponentMissing
+from mm2spec.errors import ComponentMissing, DevError
 from mm2spec.cli import dev as commands
 from mm2spec.dev.config import (
     ADMIN_PASSWORD,
@@ -85,7 +85,7 @@ def test_client_settings_carry_credentials_only_for_secure_clusters() -> None:
     assert mm2["security.protocol"] == "SASL_PLAINTEXT" and mm2["sasl.mechanism"] == "SCRAM-SHA-512"
     assert (mm2["sasl.username"], mm2["sasl.password"]) == ("mm2", MM2_PASSWORD)
     assert 'username="mm2"' in java_client_properties(SECURE, "mm2")["sasl.jaas.config"]
-    with pytest.raises(ValueError, match="no user 'bob'"):
+    with pytest.raises(DevError, match="no user 'bob'"):
         client_config(SECURE, "bob")
 
 
@@ -128,7 +128,7 @@ def test_rest_port_of_a_worker(listeners: str, port: int) -> None:
 
 def test_rest_port_defaults_to_connects_default_and_rejects_nonsense() -> None:
     assert rest_port_of({}) == 8083
-    with pytest.raises(ValueError, match="cannot read a port"):
+    with pytest.raises(DevError, match="cannot read a port"):
         rest_port_of({"listeners": "http://localhost"})
 
 
@@ -176,3 +176,24 @@ def test_no_connect_and_a_connect_config_contradict(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         _parser().parse_args(["dev", "up", "--no-connect", "--connect-config", "w.properties"])
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_a_worker_config_without_a_port_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mm2spec.dev import connect, process
+
+    monkeypatch.setattr(process, "java_and_libs", lambda found=None: ("java", tmp_path))
+    config = tmp_path / "worker.properties"
+    config.write_text("listeners=http://localhost\n")
+    with pytest.raises(DevError, match=r"worker\.properties: cannot read a port"):
+        connect.ConnectWorker(config, tmp_path)
+
+
+def test_a_connect_worker_answering_with_an_error_is_not_ready_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mm2spec.dev import connect
+    from mm2spec.errors import ConnectRequestFailed
+
+    def answer(url: str):
+        raise ConnectRequestFailed(f"{url}: HTTP 204")
+
+    monkeypatch.setattr(connect, "_get_json", answer)
+    assert connect.connect_ready("http://127.0.0.1:1") is False

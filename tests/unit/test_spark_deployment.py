@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
 from mm2spec.cli import mirror as mirror_cli  # noqa: E402
@@ -66,3 +68,66 @@ def test_figures_per_topic_from_observed_metrics(tmp_path):
     assert status["flows"]["f"]["topics"]["orders"]["replicationLatencyMsAvg"] == 200
     assert status["flows"]["f"]["offsetSyncsWritten"] == 3
     assert "flow=f batch=0 records=14" in progress_line("f", figures, 0, 14)
+
+
+# --------------------------------------------------------------- the job's entry point: user errors
+
+@pytest.fixture
+def mirror_job(monkeypatch):
+    """spark/mirror_job.py, its logging set-up kept off the test session's root logger."""
+    import logging
+
+    import mirror_job
+
+    monkeypatch.setattr(logging, "basicConfig", lambda **_: None)
+    return mirror_job
+
+
+def _job_file(tmp_path) -> Path:
+    flow = {"name": "f", "source.cluster.alias": "primary", "target.cluster.alias": "dr",
+            "source.cluster.bootstrap.servers": "127.0.0.1:1", "target.cluster.bootstrap.servers": "127.0.0.1:2",
+            "topics": "orders"}
+    path = tmp_path / "spark-mirror.json"
+    path.write_text(json.dumps({"apiVersion": "mm2spec/v1", "name": "job", "flows": [flow],
+                                "spark": {"checkpoint.location": str(tmp_path / "checkpoints")}}))
+    return path
+
+
+def test_job_reports_an_unreadable_config_as_an_error_line(tmp_path, capsys, mirror_job):
+    assert mirror_job.main(["--config", str(tmp_path / "missing.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "missing.json" in err and "Traceback" not in err
+
+
+def test_job_reports_missing_jars_as_an_error_line(tmp_path, capsys, monkeypatch, mirror_job):
+    from mm2spec.errors import ComponentMissing
+
+    def no_jars():
+        raise ComponentMissing("the Spark Kafka connector jars are not installed: run scripts/setup")
+
+    monkeypatch.setattr(mirror_job, "default_jars", no_jars)
+    assert mirror_job.main(["--config", str(_job_file(tmp_path))]) == 1
+    assert capsys.readouterr().err == "error: the Spark Kafka connector jars are not installed: run scripts/setup\n"
+    assert mirror_job.main(["--config", str(_job_file(tmp_path)), "--jars", "/x/spark-sql-kafka.jar"]) == 1
+    assert "interceptor jar is missing" in capsys.readouterr().err
+
+
+def test_job_reports_a_user_error_at_start_as_an_error_line_and_lets_bugs_through(tmp_path, capsys, monkeypatch,
+                                                                                 mirror_job):
+    import mm2spark.pipeline
+    from mm2spec.errors import ClusterUnreachable
+
+    def unreachable(*_, **__):
+        raise ClusterUnreachable("cluster dr (127.0.0.1:2) did not answer within 30s")
+
+    jars = ["--jars", "/x/mm2spec-spark-interceptor.jar"]
+    monkeypatch.setattr(mm2spark.pipeline, "run", unreachable)
+    assert mirror_job.main(["--config", str(_job_file(tmp_path)), *jars]) == 1
+    assert capsys.readouterr().err == "error: cluster dr (127.0.0.1:2) did not answer within 30s\n"
+
+    def bug(*_, **__):
+        raise KeyError("flows")
+
+    monkeypatch.setattr(mm2spark.pipeline, "run", bug)
+    with pytest.raises(KeyError):
+        mirror_job.main(["--config", str(_job_file(tmp_path)), *jars])
