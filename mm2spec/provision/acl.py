@@ -32,29 +32,17 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-import pulumi
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    Resource,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 
+from mm2spec.errors import KafkaOperationFailed, ProvisionFailed
 from mm2spec.plan.desired import SourceSnapshot, desired_acls
 from mm2spec.plan.diff import diff_acls
-from mm2spec.errors import KafkaOperationFailed
-from mm2spec.spec.model import AclBinding, DesiredState
 from mm2spec.provision import connection
-from mm2spec.errors import ProvisionFailed
+from mm2spec.provision.base import ProvisionedResource, Provider
 from mm2spec.provision.connection import CONNECTION_KEYS
+from mm2spec.spec.model import AclBinding, DesiredState
 
 BINDING_KEYS = ("principal", "resourceType", "patternType", "permission", "host")
-IDENTITY_KEYS = ("cluster", "binding")
-INPUT_KEYS = CONNECTION_KEYS + ("binding", "resources", "reasons")
 RESOURCE_TYPES = ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")
 PATTERN_TYPES = ("LITERAL", "PREFIXED")
 OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
@@ -68,14 +56,21 @@ class AclGroup:
     name: str
     """The Pulumi resource name (see the module docstring)."""
     cluster: str
+    """The alias of the cluster the bindings are on."""
     principal: str
+    """Who the bindings allow (or deny), as ``TYPE:NAME``, e.g. ``User:mm2``."""
     resource_type: str
+    """``TOPIC``, ``GROUP``, ``CLUSTER`` or ``TRANSACTIONAL_ID``."""
     pattern_type: str
+    """How the resource names match: ``LITERAL`` or ``PREFIXED`` (a regex is resolved to literals)."""
     permission: str
+    """``ALLOW`` or ``DENY``."""
     host: str
+    """The host the bindings apply to; ``*`` for any."""
     resources: tuple[tuple[str, tuple[str, ...]], ...]
     """(resource name, sorted operations), sorted by name."""
     reasons: tuple[str, ...]
+    """Why the spec wants these bindings, sorted: for the reader of a preview."""
 
 
 def _group(name: str, bindings: list[AclBinding]) -> AclGroup:
@@ -122,6 +117,7 @@ def acl_groups(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> li
 
 
 def acl_inputs(group: AclGroup, conn: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs of the Acl resource for ``group`` on the cluster ``conn`` names."""
     return {
         **conn,
         "binding": {
@@ -152,43 +148,39 @@ def _as_map(bindings: Iterable[AclBinding]) -> dict[str, list[str]]:
     return {name: sorted(ops) for name, ops in sorted(result.items())}
 
 
-class AclProvider(ResourceProvider):
+class AclProvider(Provider):
     """Creates and deletes ACL bindings through ``KafkaAdmin``; holds nothing."""
 
-    serialize_as_secret_always = False
+    input_keys = CONNECTION_KEYS + ("binding", "resources", "reasons")
+    identity_keys = ("cluster", "binding")
+    secret_keys = (connection.PASSWORD,)
 
-    def configure(self, req: ConfigureRequest) -> None:
-        connection.remember_config(req.config)
-
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        failures = []
+    def problems(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Iterable[CheckFailure]:
         binding = news.get("binding") or {}
         if not isinstance(binding, dict) or any(not binding.get(k) for k in BINDING_KEYS):
-            failures.append(CheckFailure("binding", f"a binding needs {', '.join(BINDING_KEYS)}"))
+            yield CheckFailure("binding", f"a binding needs {', '.join(BINDING_KEYS)}")
         else:
             if binding["resourceType"] not in RESOURCE_TYPES:
-                failures.append(CheckFailure("binding", f"resourceType must be one of {', '.join(RESOURCE_TYPES)}"))
+                yield CheckFailure("binding", f"resourceType must be one of {', '.join(RESOURCE_TYPES)}")
             if binding["patternType"] not in PATTERN_TYPES:
-                failures.append(CheckFailure("binding", f"patternType must be one of {', '.join(PATTERN_TYPES)}"))
+                yield CheckFailure("binding", f"patternType must be one of {', '.join(PATTERN_TYPES)}")
             if ":" not in str(binding["principal"]):
-                failures.append(CheckFailure("binding", "a principal reads TYPE:NAME, e.g. User:mm2"))
+                yield CheckFailure("binding", "a principal reads TYPE:NAME, e.g. User:mm2")
         resources = news.get("resources")
         if not isinstance(resources, dict) or not resources:
-            failures.append(CheckFailure("resources", "at least one resource name with its operations"))
+            yield CheckFailure("resources", "at least one resource name with its operations")
         else:
             unknown = sorted({str(op) for ops in resources.values() for op in (ops or [None]) if op not in OPERATIONS})
             if unknown:
-                failures.append(CheckFailure("resources", f"unknown operations {', '.join(unknown)}; "
-                                                          f"known: {', '.join(OPERATIONS)}"))
-        return CheckResult(news, failures)
+                yield CheckFailure("resources", f"unknown operations {', '.join(unknown)}; "
+                                                f"known: {', '.join(OPERATIONS)}")
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in IDENTITY_KEYS if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+    def deletes_first(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+        return True  # old and new may share bindings: created first, they would then be deleted
+
+    def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
         create, delete = diff_acls(bindings_of(news), bindings_of(olds))
-        other = connection.changed_inputs(olds, news, INPUT_KEYS)
-        return DiffResult(changes=bool(create or delete or other))
+        return DiffResult(changes=bool(create or delete or self.changed_inputs(olds, news)))
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = connection.admin(props)
@@ -198,9 +190,7 @@ class AclProvider(ResourceProvider):
         wanted = bindings_of(props)
         preexisting = [w for w in wanted if w in live]
         _create(admin, props, [w for w in wanted if w not in live])
-        outs = {k: props.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
-        outs["preexisting"] = _as_map(preexisting)
-        return CreateResult(_id(props), outs)
+        return CreateResult(_id(props), self.outputs(props, preexisting=_as_map(preexisting)))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         admin = connection.admin(news)
@@ -208,9 +198,7 @@ class AclProvider(ResourceProvider):
         create, delete = diff_acls(bindings_of(news), bindings_of(olds))
         _create(admin, news, create)
         admin.delete_acls([d for d in delete if d not in preexisting])
-        outs = {k: news.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
-        outs["preexisting"] = _as_map(preexisting & set(bindings_of(news)))
-        return UpdateResult(outs)
+        return UpdateResult(self.outputs(news, preexisting=_as_map(preexisting & set(bindings_of(news)))))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         preexisting = set(bindings_of(props, props.get("preexisting") or {}))
@@ -237,12 +225,5 @@ def _id(props: Mapping[str, Any]) -> str:
     return "/".join([props["cluster"], b["principal"], b["resourceType"], b["patternType"], what])
 
 
-PROVIDER = AclProvider()
-
-
-class Acl(Resource, module="kafka", name="Acl"):
+class Acl(ProvisionedResource, module="kafka", name="Acl", provider=AclProvider()):
     """ACL bindings of one spec statement (type ``pulumi-python:dynamic/kafka:Acl``)."""
-
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        secret = pulumi.ResourceOptions(additional_secret_outputs=[connection.PASSWORD])
-        super().__init__(PROVIDER, name, props, pulumi.ResourceOptions.merge(secret, opts))

@@ -20,16 +20,14 @@ import os
 import threading
 from typing import Any, Mapping
 
-from mm2spec.errors import ProvisionFailed
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.spec.model import Cluster, Security
 
 #: Inputs that say which cluster and how to reach it (``password`` aside).
 CONNECTION_KEYS = ("cluster", "connection")
+#: The secret input holding the password. Never compared (a provider's ``secret_keys``): rotating it
+#: must not show every resource as changed; ``delete`` prefers the secret's current value (``admin``).
 PASSWORD = "password"
-#: Inputs the providers never compare: Pulumi's own key, and the password (rotating it must not show
-#: every resource as changed; ``delete`` prefers the secret's current value, see ``admin``).
-UNCOMPARED = frozenset({PASSWORD, "__provider"})
 
 _ADMINS = threading.local()
 # Secret config handed to the provider host by Pulumi (``ResourceProvider.configure``), by name.
@@ -59,6 +57,7 @@ def connection_inputs(cluster: Cluster, password: Any) -> dict[str, Any]:
 
 
 def cluster_from(props: Mapping[str, Any]) -> Cluster:
+    """The cluster a resource's inputs (or recorded outputs) name; a setting they lack is unset."""
     conn = props.get("connection") or {}
     return Cluster(
         alias=props["cluster"],
@@ -106,7 +105,3 @@ def admin(props: Mapping[str, Any], prefer_current: bool = False) -> KafkaAdmin:
         found = cache[key] = KafkaAdmin(cluster, secrets=lambda _name: password)
     return found
 
-
-def changed_inputs(olds: Mapping[str, Any], news: Mapping[str, Any], keys) -> list[str]:
-    """Which of ``keys`` differ between the recorded outputs and the new inputs (password excluded)."""
-    return [k for k in keys if k not in UNCOMPARED and olds.get(k) != news.get(k)]

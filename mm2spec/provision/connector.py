@@ -12,16 +12,13 @@ Replaced: another name or another Connect cluster (URL). In place: the config, t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Mapping
 
-import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 
 from mm2spec.live.connect import ConnectClient
 from mm2spec.plan.diff import diff_connector
-
-INPUT_KEYS = ("connectUrl", "name", "config")
-IDENTITY_KEYS = ("connectUrl", "name")
+from mm2spec.provision.base import ADOPTED, ProvisionedResource, Provider
 
 
 def connector_inputs(connect_url: str, connector: dict) -> dict[str, Any]:
@@ -29,57 +26,47 @@ def connector_inputs(connect_url: str, connector: dict) -> dict[str, Any]:
     return {"connectUrl": connect_url, "name": connector["name"], "config": dict(connector["config"])}
 
 
-class ConnectorProvider(ResourceProvider):
+class ConnectorProvider(Provider):
     """Registers connectors with ``ConnectClient``; holds nothing."""
 
-    serialize_as_secret_always = False
+    input_keys = ("connectUrl", "name", "config")
+    identity_keys = ("connectUrl", "name")
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        failures = []
+    def problems(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Iterable[CheckFailure]:
         url = news.get("connectUrl")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            failures.append(CheckFailure("connectUrl", "the Connect REST URL must start with http:// or https:// "
-                                                       "(set connect.restUrl in the spec)"))
+            yield CheckFailure("connectUrl", "the Connect REST URL must start with http:// or https:// "
+                                             "(set connect.restUrl in the spec)")
         config = news.get("config")
         if not isinstance(config, dict) or "connector.class" not in config:
-            failures.append(CheckFailure("config", "a connector config needs connector.class"))
+            yield CheckFailure("config", "a connector config needs connector.class")
         elif any(not isinstance(v, str) for v in config.values()):
-            failures.append(CheckFailure("config", "connector config values must be strings"))
-        return CheckResult(news, failures)
+            yield CheckFailure("config", "connector config values must be strings")
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in IDENTITY_KEYS if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=olds.get("name") == news.get("name"))
-        change = diff_connector(news.get("config"), olds.get("config"))
-        return DiffResult(changes=change.action != "no-op")
+    def deletes_first(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+        # The same name at another URL may be the same Connect cluster under another address:
+        # registered first, the "new" connector would be the old one, which the delete then removes.
+        return olds.get("name") == news.get("name")
+
+    def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
+        return DiffResult(changes=diff_connector(news.get("config"), olds.get("config")).action != "no-op")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         client = ConnectClient(props["connectUrl"])
         existing = client.connector_config(props["name"])
         client.put_connector_config(props["name"], dict(props["config"]))
-        outs = {k: props.get(k) for k in INPUT_KEYS}
-        outs["adopted"] = existing is not None
-        return CreateResult(f"{props['connectUrl'].rstrip('/')}/connectors/{props['name']}", outs)
+        return CreateResult(f"{props['connectUrl'].rstrip('/')}/connectors/{props['name']}",
+                            self.outputs(props, adopted=existing is not None))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         ConnectClient(news["connectUrl"]).put_connector_config(news["name"], dict(news["config"]))
-        outs = {k: news.get(k) for k in INPUT_KEYS}
-        outs["adopted"] = bool(olds.get("adopted"))
-        return UpdateResult(outs)
+        return UpdateResult(self.outputs(news, adopted=bool(olds.get(ADOPTED))))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        if props.get("adopted"):
-            pulumi.log.info(f"connector {props['name']} was registered before this stack: left in place")
+        if self.leave_adopted(props, f"connector {props['name']} was registered before this stack"):
             return
         ConnectClient(props["connectUrl"]).delete_connector(props["name"])
 
 
-PROVIDER = ConnectorProvider()
-
-
-class Connector(Resource, module="connect", name="Connector"):
+class Connector(ProvisionedResource, module="connect", name="Connector", provider=ConnectorProvider()):
     """An MM2 connector on a Connect cluster (type ``pulumi-python:dynamic/connect:Connector``)."""
-
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        super().__init__(PROVIDER, name, props, opts)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 
+from mm2spec.provision.base import Provider
 from mm2spec.render import write_files
-
-INPUT_KEYS = ("path", "root", "content")
 
 
 def file_inputs(path: str, root: str | Path, content: str) -> dict[str, Any]:
@@ -35,28 +34,27 @@ def digest(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-class RenderedFileProvider(ResourceProvider):
+class RenderedFileProvider(Provider):
     """Writes one file; subclasses add what the file is for."""
 
-    serialize_as_secret_always = False
+    input_keys = ("path", "root", "content")
+    identity_keys = ("path",)
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        failures = []
+    def problems(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Iterable[CheckFailure]:
         if not news.get("path"):
-            failures.append(CheckFailure("path", "a file path is required"))
+            yield CheckFailure("path", "a file path is required")
         if not isinstance(news.get("content"), str):
-            failures.append(CheckFailure("content", "the file content must be text"))
-        return CheckResult(news, failures)
+            yield CheckFailure("content", "the file content must be text")
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if olds.get("path") != news.get("path"):
-            return DiffResult(changes=True, replaces=["path"])
+    def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
+        # Not ``root``: the same stack run from a checkout elsewhere is no change.
         return DiffResult(changes=olds.get("content") != news.get("content"))
 
     def write(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Write the file; the outputs that record it."""
         path = target(props)
         write_files({path.name: props["content"]}, path.parent)
-        return {**{k: props.get(k) for k in INPUT_KEYS}, "file": str(path), "sha256": digest(props["content"])}
+        return self.outputs(props, file=str(path), sha256=digest(props["content"]))
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = self.write(props)

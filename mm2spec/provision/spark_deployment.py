@@ -22,19 +22,20 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pulumi
-from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, Resource, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
-from mm2spec.errors import Mm2specError
-from mm2spec.spec.model import DesiredState
+from mm2spec.errors import Mm2specError, ProvisionFailed
 from mm2spec.provision import connection
-from mm2spec.errors import ProvisionFailed
-from mm2spec.provision.files import INPUT_KEYS as FILE_KEYS
+from mm2spec.provision.base import ProvisionedResource
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
 from mm2spec.render import anchor_checkpoint, spark_job_config
+from mm2spec.spec.model import DesiredState
 
 FILE_NAME = "spark-mirror.json"
-INPUT_KEYS = FILE_KEYS + ("run", "stateDir")
 #: How long ``up`` waits for a started job's first micro-batch before calling the start failed.
+#: A cold driver (JVM, Spark session, the Kafka connector's jars, then the first micro-batch) needs
+#: tens of seconds, more on a loaded machine; three minutes leaves room for that. A job that cannot
+#: start does not use it up: it exits, and the wait fails at once naming its log.
 START_TIMEOUT = 180.0
 _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -62,17 +63,10 @@ def job_environment(content: str) -> dict[str, str]:
 class SparkDeploymentProvider(RenderedFileProvider):
     """Writes the job config and, with ``run``, runs the job; holds nothing."""
 
-    def configure(self, req: ConfigureRequest) -> None:
-        connection.remember_config(req.config)
+    input_keys = RenderedFileProvider.input_keys + ("run", "stateDir")
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        if olds.get("path") != news.get("path"):
-            return DiffResult(changes=True, replaces=["path"])
-        changed = connection.changed_inputs(olds, news, ("content", "run", "stateDir"))
-        return DiffResult(changes=bool(changed))
-
-    def _outs(self, props: Mapping[str, Any], written: dict[str, Any]) -> dict[str, Any]:
-        return {**written, "run": bool(props.get("run")), "stateDir": props.get("stateDir")}
+    def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
+        return DiffResult(changes=bool(self.changed_inputs(olds, news, ("content", "run", "stateDir"))))
 
     def _start(self, props: Mapping[str, Any]) -> dict[str, Any]:
         from mm2spec.runtime import deployment as mirror
@@ -94,13 +88,13 @@ class SparkDeploymentProvider(RenderedFileProvider):
             pulumi.log.info(f"stopped the Spark mirroring job in {_state_dir(props)}")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        outs = self._outs(props, self.write(props))
+        outs = self.write(props)
         if props.get("run"):
             outs.update(self._start(props))
         return CreateResult(outs["file"], outs)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        outs = self._outs(news, self.write(news))
+        outs = self.write(news)
         if olds.get("run") and (not news.get("run") or _state_dir(olds) != _state_dir(news)):
             self._stop(olds)
         if news.get("run"):
@@ -113,11 +107,5 @@ class SparkDeploymentProvider(RenderedFileProvider):
         super().delete(_id, props)
 
 
-PROVIDER = SparkDeploymentProvider()
-
-
-class SparkDeployment(Resource, module="spark", name="Deployment"):
+class SparkDeployment(ProvisionedResource, module="spark", name="Deployment", provider=SparkDeploymentProvider()):
     """The Spark mirroring deployment (type ``pulumi-python:dynamic/spark:Deployment``)."""
-
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        super().__init__(PROVIDER, name, props, opts)

@@ -15,37 +15,37 @@ changed, DELETE what the spec no longer sets).
 Diff compares the new inputs with the recorded outputs through ``mm2spec.plan.diff.diff_topic`` (no
 network: drift is ``mm2spec plan``'s job); create and update read the live topic and apply the
 same diff to it. An adopted topic is not deleted by ``destroy``: its data was not the stack's.
+A delete returns once the brokers no longer list the topic (a replacement takes the name right
+after), and fails saying so if they still do after ``TOPIC_DELETE_WAIT``.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
-import pulumi
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    Resource,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 
-from mm2spec.plan.desired import TopicSpec
-from mm2spec.plan.diff import Change, diff_configs, diff_topic
+from mm2spec.errors import ProvisionFailed
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.state import LiveTopic
+from mm2spec.plan.desired import TopicSpec
+from mm2spec.plan.diff import Change, diff_configs, diff_topic
 from mm2spec.provision import connection
-from mm2spec.errors import ProvisionFailed
+from mm2spec.provision.base import ADOPTED, ProvisionedResource, Provider
 from mm2spec.provision.connection import CONNECTION_KEYS
 
-INPUT_KEYS = CONNECTION_KEYS + ("name", "partitions", "configs", "options")
-IDENTITY_KEYS = ("cluster", "name")
 _LEGAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+#: How long ``delete`` waits for the brokers to stop listing a deleted topic. Kafka deletes
+#: asynchronously (DeleteTopics answers before every broker has applied it), and a replacement
+#: creates the same name right after: too early, its create would find the old topic and adopt it,
+#: data and partitions included. A healthy cluster is done within a second or two; 15 s is the
+#: admin client's own request timeout, enough for a loaded cluster without leaving ``pulumi up``
+#: waiting long on one whose brokers are down.
+TOPIC_DELETE_WAIT = 15.0
+#: Between two looks at a deleted topic: a delete usually completes within a second, so look often.
+TOPIC_DELETE_POLL = 0.2
 
 
 def topic_inputs(spec: TopicSpec, conn: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,41 +88,37 @@ def _where(props: Mapping[str, Any]) -> str:
     return f'cluster "{props["cluster"]}": topic {props["name"]}'
 
 
-class TopicProvider(ResourceProvider):
+class TopicProvider(Provider):
     """CRUD of a topic through ``KafkaAdmin``; holds nothing, so it pickles to a class reference."""
 
-    serialize_as_secret_always = False
+    input_keys = CONNECTION_KEYS + ("name", "partitions", "configs", "options")
+    identity_keys = ("cluster", "name")
+    secret_keys = (connection.PASSWORD,)
 
-    def configure(self, req: ConfigureRequest) -> None:
-        connection.remember_config(req.config)
-
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        failures = []
+    def problems(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Iterable[CheckFailure]:
         name = news.get("name")
         if not isinstance(name, str) or not _LEGAL_NAME.match(name) or name in (".", ".."):
-            failures.append(CheckFailure("name", f"{name!r} is not a legal Kafka topic name "
-                                                 "(letters, digits, '.', '_', '-'; at most 249)"))
+            yield CheckFailure("name", f"{name!r} is not a legal Kafka topic name "
+                                       "(letters, digits, '.', '_', '-'; at most 249)")
         partitions = news.get("partitions")
         if not isinstance(partitions, (int, float)) or int(partitions) < 1:
-            failures.append(CheckFailure("partitions", f"partitions must be at least 1, got {partitions!r}"))
-        elif olds and all(olds.get(k) == news.get(k) for k in IDENTITY_KEYS) and "partitions" in olds:
+            yield CheckFailure("partitions", f"partitions must be at least 1, got {partitions!r}")
+        elif olds and all(olds.get(k) == news.get(k) for k in self.identity_keys) and "partitions" in olds:
             change = topic_change(news, recorded_topic(olds))
             if change.action == "refused":
-                failures.append(CheckFailure("partitions", f'cluster "{news["cluster"]}": {change.reason} '
-                                                           f"(the spec now asks for {int(news['partitions'])})"))
-        return CheckResult(news, failures)
+                yield CheckFailure("partitions", f'cluster "{news["cluster"]}": {change.reason} '
+                                                 f"(the spec now asks for {int(news['partitions'])})")
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in IDENTITY_KEYS if olds.get(k) != news.get(k)]
-        if replaces:
-            return DiffResult(changes=True, replaces=replaces, delete_before_replace=True)
+    def deletes_first(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+        return True  # the replacement for a partition decrease takes the same name
+
+    def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
         change = topic_change(news, recorded_topic(olds))
         if change.action == "replace":
-            return DiffResult(changes=True, replaces=["partitions"], delete_before_replace=True)
+            return self.replacement(["partitions"], olds, news)
         if change.action == "refused":  # check refuses first; this is a second line of defence
             raise ProvisionFailed(f'cluster "{news["cluster"]}": {change.reason}')
-        other = connection.changed_inputs(olds, news, INPUT_KEYS)
-        return DiffResult(changes=change.action != "no-op" or bool(other))
+        return DiffResult(changes=change.action != "no-op" or bool(self.changed_inputs(olds, news)))
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = connection.admin(props)
@@ -133,24 +129,18 @@ class TopicProvider(ResourceProvider):
             # Already there (made by hand, by MM2, or by an earlier stack): take it over as it is,
             # bring it to the spec in place, and leave it in place on destroy.
             self._reconcile(admin, props)
-        outs = {k: props.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
-        outs["adopted"] = not created
-        return CreateResult(f"{props['cluster']}/{name}", outs)
+        return CreateResult(f"{props['cluster']}/{name}", self.outputs(props, adopted=not created))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        admin = connection.admin(news)
-        self._reconcile(admin, news)
-        outs = {k: news.get(k) for k in INPUT_KEYS + (connection.PASSWORD,)}
-        outs["adopted"] = bool(olds.get("adopted"))
-        return UpdateResult(outs)
+        self._reconcile(connection.admin(news), news)
+        return UpdateResult(self.outputs(news, adopted=bool(olds.get(ADOPTED))))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        if props.get("adopted"):
-            pulumi.log.info(f"{_where(props)} existed before this stack: left in place")
+        if self.leave_adopted(props, f"{_where(props)} existed before this stack"):
             return
         admin = connection.admin(props, prefer_current=True)
         admin.delete_topic(props["name"])
-        _wait_gone(admin, props["name"])
+        _wait_gone(admin, props)
 
     @staticmethod
     def _reconcile(admin: KafkaAdmin, props: Mapping[str, Any]) -> None:
@@ -172,19 +162,18 @@ class TopicProvider(ResourceProvider):
         admin.alter_topic_configs(name, to_set, to_delete)
 
 
-def _wait_gone(admin: KafkaAdmin, name: str, timeout: float = 15.0) -> None:
-    """Deletion completes asynchronously; wait so a replacement can create the same name."""
-    deadline = time.monotonic() + timeout
-    while name in admin.topics([name], with_configs=False) and time.monotonic() < deadline:
-        time.sleep(0.2)
+def _wait_gone(admin: KafkaAdmin, props: Mapping[str, Any]) -> None:
+    """Wait until the brokers no longer list the deleted topic, so a replacement can take its name."""
+    name = props["name"]
+    deadline = time.monotonic() + TOPIC_DELETE_WAIT
+    while name in admin.topics([name], with_configs=False):
+        if time.monotonic() >= deadline:
+            raise ProvisionFailed(
+                f"{_where(props)} was deleted, but the brokers still list it after {TOPIC_DELETE_WAIT:.0f} s, so "
+                "its name is not free for a replacement: check that the cluster's brokers are up and in sync, "
+                "then run the command again (deleting a topic that is already gone is no error)")
+        time.sleep(TOPIC_DELETE_POLL)
 
 
-PROVIDER = TopicProvider()
-
-
-class Topic(Resource, module="kafka", name="Topic"):
+class Topic(ProvisionedResource, module="kafka", name="Topic", provider=TopicProvider()):
     """A Kafka topic managed by the stack (type ``pulumi-python:dynamic/kafka:Topic``)."""
-
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        secret = pulumi.ResourceOptions(additional_secret_outputs=[connection.PASSWORD])
-        super().__init__(PROVIDER, name, props, pulumi.ResourceOptions.merge(secret, opts))

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulumi
-from pulumi.dynamic import Resource
-
-from mm2spec.spec.model import DesiredState
+from mm2spec.provision.base import ProvisionedResource
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
 from mm2spec.render import properties_text, worker_properties
+from mm2spec.spec.model import DesiredState
 
 FILE_NAME = "connect-distributed.properties"
 
@@ -30,11 +28,5 @@ class WorkerConfigProvider(RenderedFileProvider):
     """Writes the worker config file; holds nothing."""
 
 
-PROVIDER = WorkerConfigProvider()
-
-
-class WorkerConfig(Resource, module="connect", name="WorkerConfig"):
+class WorkerConfig(ProvisionedResource, module="connect", name="WorkerConfig", provider=WorkerConfigProvider()):
     """The Connect worker config file (type ``pulumi-python:dynamic/connect:WorkerConfig``)."""
-
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        super().__init__(PROVIDER, name, props, opts)

@@ -17,7 +17,7 @@ from pulumi.runtime import Mocks, set_mocks
 
 from mm2spec.spec.load import load_desired_state
 from mm2spec.plan.desired import SourceSnapshot
-from mm2spec.errors import SecretMissing
+from mm2spec.errors import ProvisionFailed, SecretMissing
 from mm2spec.live.state import LiveTopic
 from mm2spec.provision import acl, connection, connector, program, spark_deployment, topic, worker_config
 from mm2spec.provision.files import RenderedFileProvider
@@ -174,9 +174,37 @@ def test_passwords_are_secret_inputs_and_providers_pickle_by_reference(prod):
         assert len(raw) < 200 and b"mm2spec.provision." in raw  # a class reference, not code by value
         assert b"pw-" not in raw
         assert dill.loads(raw).__class__.__module__.startswith("mm2spec.provision.")
+        assert dill.loads(raw).__dict__ == {}, "a provider holds nothing (no client, no secret)"
     spark = mocks.of_type(":Deployment")["spark-mirror"].inputs["content"]
     assert "pw-" not in json.dumps({n: {k: plain(v) for k, v in r.inputs.items() if k != "password"}
                                     for n, r in mocks.resources.items()}) and "pw-" not in spark
+
+
+#: Providers as existing stacks hold them (``__provider`` in the state), pickled before the providers
+#: shared ``mm2spec.provision.base``: they must keep loading as these classes.
+RECORDED_PROVIDERS = {
+    "mm2spec.provision.topic.TopicProvider":
+        "gASVMAAAAAAAAACMF21tMnNwZWMucHJvdmlzaW9uLnRvcGljlIwNVG9waWNQcm92aWRlcpSTlCmBlC4=",
+    "mm2spec.provision.acl.AclProvider":
+        "gASVLAAAAAAAAACMFW1tMnNwZWMucHJvdmlzaW9uLmFjbJSMC0FjbFByb3ZpZGVylJOUKYGULg==",
+    "mm2spec.provision.connector.ConnectorProvider":
+        "gASVOAAAAAAAAACMG21tMnNwZWMucHJvdmlzaW9uLmNvbm5lY3RvcpSMEUNvbm5lY3RvclByb3ZpZGVylJOUKYGULg==",
+    "mm2spec.provision.worker_config.WorkerConfigProvider":
+        "gASVPwAAAAAAAACMH21tMnNwZWMucHJvdmlzaW9uLndvcmtlcl9jb25maWeUjBRXb3JrZXJDb25maWdQcm92aWRlcpSTlCmBlC4=",
+    "mm2spec.provision.spark_deployment.SparkDeploymentProvider":
+        "gASVRQAAAAAAAACMIm1tMnNwZWMucHJvdmlzaW9uLnNwYXJrX2RlcGxveW1lbnSUjBdTcGFya0RlcGxveW1lbnRQcm92aWRlcpSTlCmBlC4=",
+}
+
+
+@pytest.mark.parametrize("reference", sorted(RECORDED_PROVIDERS))
+def test_providers_recorded_in_existing_stacks_still_load_and_pickle_the_same(reference):
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    module, _, name = reference.rpartition(".")
+    provider = dill.loads(base64.b64decode(RECORDED_PROVIDERS[reference]))
+    assert (type(provider).__module__, type(provider).__name__) == (module, name)
+    # The program pickles today's provider to the very same bytes: no diff, no rewrite of the state.
+    assert serialize_provider(type(provider)()) == RECORDED_PROVIDERS[reference]
 
 
 def test_spark_engine_writes_the_job_config_and_registers_no_connector(prod):
@@ -392,6 +420,55 @@ def test_rendered_file_is_written_atomically_and_only_removed_if_unchanged(tmp_p
     path.write_text("a=2\n")
     provider.delete(created.id, updated)
     assert not path.exists()
+
+
+class LingeringAdmin:
+    """A fake admin client whose brokers keep listing a deleted topic for ``lookups`` more looks."""
+
+    def __init__(self, lookups: int | None):
+        self.lookups = lookups
+        self.deleted: list[str] = []
+
+    def delete_topic(self, name: str) -> None:
+        self.deleted.append(name)
+
+    def topics(self, names, with_configs: bool = True) -> dict:
+        if self.lookups == 0:
+            return {}
+        if self.lookups is not None:
+            self.lookups -= 1
+        return {n: LiveTopic(n, 6, 3, {}) for n in names}
+
+
+def test_topic_delete_waits_until_the_brokers_no_longer_list_the_topic(monkeypatch):
+    fake, naps = LingeringAdmin(lookups=2), []
+    monkeypatch.setattr(connection, "admin", lambda props, prefer_current=False: fake)
+    monkeypatch.setattr(topic.time, "sleep", naps.append)
+    topic.TopicProvider().delete("dr/orders", {**topic_props(), "adopted": False})
+    assert fake.deleted == ["orders"] and naps == [topic.TOPIC_DELETE_POLL] * 2
+
+
+def test_topic_delete_fails_saying_what_to_do_when_the_topic_is_still_listed(monkeypatch):
+    fake = LingeringAdmin(lookups=None)  # never gone
+    monkeypatch.setattr(connection, "admin", lambda props, prefer_current=False: fake)
+    monkeypatch.setattr(topic, "TOPIC_DELETE_WAIT", 0.0)
+    with pytest.raises(ProvisionFailed) as raised:
+        topic.TopicProvider().delete("dr/orders", {**topic_props(), "adopted": False})
+    message = str(raised.value)
+    assert fake.deleted == ["orders"]
+    assert message.startswith('cluster "dr": topic orders was deleted, but the brokers still list it after 0 s')
+    assert "brokers are up" in message and "run the command again" in message
+
+
+def test_adopted_topics_and_connectors_are_left_in_place_on_delete(monkeypatch):
+    def no_client(*_args, **_kwargs):
+        raise AssertionError("an adopted resource must not be deleted")
+
+    monkeypatch.setattr(connection, "admin", no_client)
+    monkeypatch.setattr(connector, "ConnectClient", no_client)
+    topic.TopicProvider().delete("dr/orders", {**topic_props(), "adopted": True})
+    connector.ConnectorProvider().delete("c", {"connectUrl": "http://c:8083", "name": "n", "config": {},
+                                               "adopted": True})
 
 
 def test_delete_prefers_the_current_secret_over_the_recorded_one(monkeypatch):

@@ -1,0 +1,132 @@
+"""What every mm2spec dynamic provider shares, so that each resource module holds only its own part.
+
+A resource module (``topic``, ``acl``, ``connector``, ``files``, ``worker_config``,
+``spark_deployment``) keeps its inputs (``input_keys``), what forces a replacement
+(``identity_keys``, ``deletes_first`` and whatever its ``diff_properties`` decides), its checks
+(``problems``), its diff and its create / update / delete. ``Provider`` holds the skeleton around
+them:
+
+- ``check`` reports every problem at once (Pulumi shows them all, and preview and up stop before
+  touching anything);
+- ``diff``: a changed identity input replaces the resource; otherwise the resource's own
+  ``diff_properties`` decides, with ``changed_inputs`` for inputs it compares as they are
+  (secrets never: rotating a password is no change);
+- ``outputs``: the recorded state is the inputs (secrets included, declared secret outputs by
+  ``ProvisionedResource``) plus what the provider learned, e.g. ``adopted``;
+- ``configure`` keeps the stack's secret config given to the provider host
+  (``connection.current_secret``), so ``delete`` can use a password rotated since;
+- ``leave_adopted``: ``delete`` leaves what existed before the stack took it over.
+
+Why a base class is safe for the state: Pulumi pickles the provider *instance* (dill), which
+references its class by module and name (``mm2spec.provision.topic.TopicProvider``); the base is
+found again when the provider host imports that module, and nothing of it is written into the
+state. Hence the rules: the concrete provider classes keep their names and modules (existing
+stacks hold those references), and a provider keeps nothing on the instance (no client, no
+secret: everything here is a class attribute or a method), so it pickles to the same few dozen
+bytes and never as a secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterable, Mapping
+
+import pulumi
+from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, Resource, ResourceProvider
+
+from mm2spec.provision import connection
+
+#: Output of a resource that existed before the stack created it (a topic, a connector): the stack
+#: took it over as it was, and ``destroy`` leaves it, since its data or config was not the stack's.
+ADOPTED = "adopted"
+#: Where Pulumi puts the pickled provider among the inputs; not an input of ours, never compared.
+_PROVIDER_KEY = "__provider"
+
+
+class Provider(ResourceProvider):
+    """The check / diff skeleton and the recorded outputs of an mm2spec provider; holds nothing."""
+
+    # It holds nothing secret (see the module docstring), so its pickle need not be a Pulumi secret.
+    serialize_as_secret_always = False
+
+    input_keys: ClassVar[tuple[str, ...]] = ()
+    """The inputs recorded as outputs (``secret_keys`` aside): what later diffs compare against."""
+    identity_keys: ClassVar[tuple[str, ...]] = ()
+    """Inputs that name the resource: a change of any of them replaces it."""
+    secret_keys: ClassVar[tuple[str, ...]] = ()
+    """Secret inputs: recorded (encrypted) and declared secret outputs, never compared."""
+
+    def configure(self, req: ConfigureRequest) -> None:
+        connection.remember_config(req.config)
+
+    # ----------------------------------------------------------------------------------- check
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return CheckResult(news, list(self.problems(olds, news)))
+
+    def problems(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> Iterable[CheckFailure]:
+        """Every reason ``news`` cannot be applied (``olds``: the recorded outputs, empty on create)."""
+        return ()
+
+    # ------------------------------------------------------------------------------------ diff
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in self.identity_keys if olds.get(k) != news.get(k)]
+        if replaces:
+            return self.replacement(replaces, olds, news)
+        return self.diff_properties(olds, news)
+
+    def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
+        """The diff when the identity is unchanged (no network: ``olds`` are the recorded outputs)."""
+        raise NotImplementedError
+
+    def deletes_first(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> bool:
+        """Whether a replacement deletes the old resource before creating the new one (Pulumi's
+        default is the other way round, which two resources of one name cannot do)."""
+        return False
+
+    def replacement(self, keys: Iterable[str], olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
+        """The diff that replaces the resource because of ``keys``."""
+        return DiffResult(changes=True, replaces=list(keys), delete_before_replace=self.deletes_first(olds, news))
+
+    def changed_inputs(self, olds: Mapping[str, Any], news: Mapping[str, Any],
+                       keys: Iterable[str] | None = None) -> list[str]:
+        """Which of ``keys`` (default ``input_keys``) differ between the recorded outputs and the new
+        inputs; secrets and the pickled provider are never compared."""
+        skipped = set(self.secret_keys) | {_PROVIDER_KEY}
+        return [k for k in (self.input_keys if keys is None else keys)
+                if k not in skipped and olds.get(k) != news.get(k)]
+
+    # --------------------------------------------------------------------------------- outputs
+    def outputs(self, props: Mapping[str, Any], **learned: Any) -> dict[str, Any]:
+        """The outputs to record: the inputs (``input_keys`` and ``secret_keys``) and ``learned``."""
+        return {**{k: props.get(k) for k in self.input_keys + self.secret_keys}, **learned}
+
+    @staticmethod
+    def leave_adopted(props: Mapping[str, Any], what: str) -> bool:
+        """For ``delete``: True, after saying so in the log, when the resource was adopted."""
+        if not props.get(ADOPTED):
+            return False
+        pulumi.log.info(f"{what}: left in place")
+        return True
+
+
+class ProvisionedResource(Resource):
+    """A resource of one of these providers, given as a class keyword::
+
+        class Topic(ProvisionedResource, module="kafka", name="Topic", provider=TopicProvider()):
+
+    registers with that provider and declares its ``secret_keys`` secret outputs too (the provider
+    host gets secrets unwrapped and returns plain outputs: declared, the state still encrypts them).
+    """
+
+    dynamic_provider: ClassVar[Provider]
+    """The provider instance every resource of the class is registered with."""
+
+    def __init_subclass__(cls, provider: Provider | None = None, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if provider is not None:
+            cls.dynamic_provider = provider
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        secrets = list(self.dynamic_provider.secret_keys)
+        if secrets:
+            opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(additional_secret_outputs=secrets), opts)
+        super().__init__(self.dynamic_provider, name, props, opts)
