@@ -6,6 +6,9 @@ import argparse
 import os
 import sys
 
+# live.kafka's default, repeated so that parsing flags does not load the Kafka client library.
+REQUEST_TIMEOUT_S = 15.0
+
 
 def cmd_plan(args: argparse.Namespace) -> int:
     # Imported here: the Kafka client library loads only for commands that talk to clusters.
@@ -39,5 +42,6 @@ def add_parsers(commands) -> None:
     p.add_argument("--detailed-exitcode", action="store_true",
                    help="exit 0 when there are no changes, 2 when there are, 1 on error")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for each cluster (default 15)")
+    p.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT_S,
+                   help=f"seconds to wait for each cluster (default {REQUEST_TIMEOUT_S:.0f})")
     p.set_defaults(func=cmd_plan)

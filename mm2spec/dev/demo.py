@@ -23,6 +23,14 @@ from mm2spec.live.kafka import KafkaAdmin, client_config
 from mm2spec.spec.model import DesiredState
 
 PARTITIONS = 3
+# A fresh cluster's group coordinator loads its partition in about a second; a minute means the
+# cluster is unwell. Retry twice a second meanwhile.
+COORDINATOR_WAIT_S = 60.0
+COORDINATOR_RETRY_S = 0.5
+# Counting end offsets costs two ListOffsets per topic; every 2 s is plenty for a wait of minutes.
+COUNT_POLL_S = 2.0
+# Delivery of a few thousand demo records takes well under a second; a minute means a broken cluster.
+FLUSH_TIMEOUT_S = 60.0
 
 
 def _source_topics(state: DesiredState) -> dict[str, list[str]]:
@@ -58,8 +66,8 @@ def seed(state: DesiredState, records: int) -> Iterator[str]:
                                  headers=[("source", alias.encode()), ("seq", str(i).encode())])
                 if i % 1000 == 0:
                     producer.poll(0)
-        if producer.flush(60):
-            raise KafkaOperationFailed(f"cluster {alias}: records were not all delivered within 60 s")
+        if producer.flush(FLUSH_TIMEOUT_S):
+            raise KafkaOperationFailed(f"cluster {alias}: records were not all delivered within {FLUSH_TIMEOUT_S:.0f} s")
         yield f"seeded {alias}: {', '.join(names)} ({records} records each, {PARTITIONS} partitions)"
         yield from _commit_groups(state, alias, names)
 
@@ -82,7 +90,7 @@ def _commit_groups(state: DesiredState, alias: str, names: list[str]) -> Iterato
             yield f"group {group} on {alias}: committed offsets half-way through {len(names)} topics"
 
 
-def _commit_when_coordinator_ready(consumer: Consumer, offsets: list, timeout: float = 60.0) -> None:
+def _commit_when_coordinator_ready(consumer: Consumer, offsets: list, timeout: float = COORDINATOR_WAIT_S) -> None:
     """Commit, retrying while a freshly started cluster's group coordinator is still loading."""
     deadline = time.monotonic() + timeout
     while True:
@@ -94,7 +102,7 @@ def _commit_when_coordinator_ready(consumer: Consumer, offsets: list, timeout: f
             if code not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                             KafkaError.COORDINATOR_NOT_AVAILABLE) or time.monotonic() > deadline:
                 raise KafkaOperationFailed(f"commit offsets for {len(offsets)} partitions: {exc}") from None
-            time.sleep(0.5)
+            time.sleep(COORDINATOR_RETRY_S)
 
 
 @dataclass(frozen=True)
@@ -123,4 +131,4 @@ def wait_mirrored(state: DesiredState, timeout: float) -> tuple[bool, list[Mirro
                 complete &= target == source
         if complete or time.monotonic() > deadline:
             return complete, rows
-        time.sleep(2)
+        time.sleep(COUNT_POLL_S)

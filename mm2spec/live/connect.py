@@ -14,11 +14,16 @@ from typing import Any
 
 from mm2spec.errors import ConnectRequestFailed, ConnectUnreachable
 
+# A worker answers its REST API within a second when idle; while it rebalances, connector
+# writes wait for the group to settle, which takes up to its rebalance timeout (default 60 s,
+# usually seconds). 30 s covers a routine rebalance without hanging a plan on a dead worker.
+REQUEST_TIMEOUT_S = 30.0
+
 
 class ConnectClient:
     """``GET``/``PUT``/``DELETE`` on one Connect cluster's REST API."""
 
-    def __init__(self, url: str, timeout: float = 30.0):
+    def __init__(self, url: str, timeout: float = REQUEST_TIMEOUT_S):
         self.url = url.rstrip("/")
         self.timeout = timeout
 

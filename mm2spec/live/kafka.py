@@ -40,6 +40,13 @@ _QUIET = logging.getLogger("mm2spec.librdkafka")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
+# A cluster that answers at all answers metadata and describe calls within seconds; 15 s leaves
+# room for a broker busy with a leader election, and is the default for plans and providers.
+REQUEST_TIMEOUT_S = 15.0
+# KRaft brokers apply metadata (new topics, partitions, ACLs) asynchronously, typically within
+# 100 ms: polling at this interval returns soon after the broker's view catches up.
+PROPAGATION_POLL_S = 0.1
+
 # librdkafka's BROKER resource type has the wire code of Kafka's CLUSTER resource (4).
 _RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER,
                    "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
@@ -89,7 +96,7 @@ def _describe_failure(exc: BaseException) -> str:
 class KafkaAdmin:
     """Admin operations on one cluster."""
 
-    def __init__(self, cluster: Cluster, secrets: SecretLookup = env_secrets, timeout: float = 15.0):
+    def __init__(self, cluster: Cluster, secrets: SecretLookup = env_secrets, timeout: float = REQUEST_TIMEOUT_S):
         self.cluster = cluster
         self.timeout = timeout
         self._client = AdminClient(client_config(cluster, secrets))
@@ -272,7 +279,7 @@ class KafkaAdmin:
             if time.monotonic() > deadline:
                 raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": topic {name} was created but its '
                                            f"{partitions} partitions did not become available within {self.timeout:.0f}s")
-            time.sleep(0.1)
+            time.sleep(PROPAGATION_POLL_S)
 
     def grow_partitions(self, name: str, total: int) -> None:
         self._resolve(self._client.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout),
@@ -325,7 +332,7 @@ class KafkaAdmin:
                     state = "appear" if present else "disappear"
                     raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {len(pending)} ACL binding(s) of '
                                                f"{principal} did not {state} within {self.timeout:.0f}s")
-                time.sleep(0.1)
+                time.sleep(PROPAGATION_POLL_S)
 
     @staticmethod
     def _to_kafka(b: AclBinding) -> KAclBinding:

@@ -28,6 +28,8 @@ DEFAULT_STATE_ROOT = Path(".mm2spec") / "spark"
 # SIGTERM lets the job stop its queries and flush its offset syncs and checkpoints; a batch in
 # flight on a loaded machine can take tens of seconds, so wait a minute before SIGKILL.
 STOP_GRACE_SECONDS = 60.0
+# A driver exits within a second of its last batch; look often so a stop returns promptly.
+STOP_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def stop(deployment: MirrorDeployment | str | Path, timeout: float = STOP_GRACE_
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and pid_alive(pid):
         reap(pid)
-        time.sleep(0.2)
+        time.sleep(STOP_POLL_SECONDS)
     if pid_alive(pid):
         try:
             os.killpg(pid, signal.SIGKILL)  # the job's own session: driver and its Spark JVM

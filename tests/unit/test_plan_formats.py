@@ -180,3 +180,12 @@ def test_spark_deployment_drift():
     [drift] = spark_changes(edited)
     assert drift.action == "update"
     assert [(f.field, f.old, f.new) for f in drift.changes] == [("flows.primary-to-dr.offset.lag.max", "500", "100")]
+
+
+def test_plan_command_waits_as_long_as_the_admin_client_by_default():
+    from mm2spec.cli import plan as plan_cli
+    from mm2spec.live import kafka
+
+    assert plan_cli.REQUEST_TIMEOUT_S == kafka.REQUEST_TIMEOUT_S
+    args = __import__("mm2spec.cli", fromlist=["build_parser"]).build_parser().parse_args(["plan", "spec.yaml"])
+    assert args.timeout == kafka.REQUEST_TIMEOUT_S
