@@ -50,6 +50,29 @@ def test_stop_terminates_a_running_driver(tmp_path):
     assert not mirror.status(tmp_path).running
 
 
+def _fake_driver(seconds: float):
+    """A job_command stand-in: a driver that lives ``seconds`` (no Spark)."""
+    return lambda *args, **kwargs: [sys.executable, "-c", f"import time; time.sleep({seconds})"]
+
+
+def test_foreground_and_background_runs_record_the_same_config_hash(tmp_path, monkeypatch):
+    """A foreground run must not make a later start() restart an identical job (issue 9)."""
+    job = {"apiVersion": "mm2spec/v1", "name": "j", "spark": {"master": "local[1]"}, "flows": []}
+    monkeypatch.setattr(mirror, "job_command", _fake_driver(0))
+    assert mirror.run_foreground(job, state_dir=tmp_path / "fg", master="local[2]") == 0
+    foreground = json.loads((tmp_path / "fg" / "driver.pid").read_text())["config_hash"]
+    monkeypatch.setattr(mirror, "job_command", _fake_driver(30))
+    started = mirror.start(job, state_dir=tmp_path / "bg", master="local[2]")
+    try:
+        assert started.config_hash == foreground
+        again = mirror.start(job, state_dir=tmp_path / "bg", master="local[2]")
+        assert again.pid == started.pid  # the same config already running is kept
+        other = mirror.start({**job, "spark": {"master": "local[3]"}}, state_dir=tmp_path / "bg", master="local[2]")
+        assert other.pid != started.pid and other.config_hash != started.config_hash
+    finally:
+        mirror.stop(tmp_path / "bg", timeout=10)
+
+
 def test_figures_per_topic_from_observed_metrics(tmp_path):
     metrics = MirrorMetrics("job", tmp_path / "status.json")
     metrics.set_slots("f", ["orders", "payments"])

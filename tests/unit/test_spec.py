@@ -154,3 +154,12 @@ def test_render_writes_every_file(tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["connect-distributed.properties", "mm2.properties", "primary-to-dr-MirrorCheckpointConnector.json",
                      "primary-to-dr-MirrorSourceConnector.json", "resources.json", "resources.txt", "spark-mirror.json"]
+
+
+def test_an_undefined_cluster_alias_is_a_domain_error_naming_the_defined_ones():
+    from mm2spec.errors import Mm2specError, UnknownCluster
+
+    state = load_desired_state(EXAMPLE, "dev")
+    with pytest.raises(UnknownCluster, match=r'cluster "nowhere" is not defined .*defined: primary, dr') as caught:
+        state.cluster("nowhere")
+    assert isinstance(caught.value, Mm2specError)
