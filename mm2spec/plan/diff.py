@@ -20,8 +20,11 @@ class FieldChange:
     """One field that differs: ``old`` is live (None: absent), ``new`` is desired (None: removed)."""
 
     field: str
+    """The field: ``partitions``, ``replication_factor``, ``config.<key>``, a connector or Spark job key."""
     old: object
+    """The live value; None when absent (e.g. on a topic or connector still to create)."""
     new: object
+    """The desired value; None when removed (a topic config or connector key no longer wanted)."""
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,11 @@ class Change:
     """What a resource needs. ``refused`` carries why a change cannot be made (e.g. fewer partitions)."""
 
     action: Action
+    """``create``, ``update``, ``replace``, ``delete``, ``no-op`` or ``refused``."""
     changes: tuple[FieldChange, ...] = ()
+    """Field by field, live (old) -> desired (new); for ``refused``, what was asked for."""
     reason: str = ""
+    """Why a ``replace`` loses data, or why a change is ``refused`` and what to do instead; else empty."""
 
     @property
     def replaces(self) -> bool:

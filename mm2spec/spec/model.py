@@ -19,11 +19,18 @@ class Security:
     """How clients authenticate. ``password_secret`` is the *name* of the secret, never its value."""
 
     protocol: str = "PLAINTEXT"
+    """``security.protocol``, as in Kafka: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``."""
     sasl_mechanism: str | None = None
+    """Kafka ``sasl.mechanism`` (``security.saslMechanism``): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI
+    or OAUTHBEARER; None: not set. A JAAS config is rendered only for PLAIN and SCRAM."""
     username: str | None = None
+    """SASL user of the mirror's clients, and of mm2spec unless ``admin`` is set (``security.username``)."""
     password_secret: str | None = None
+    """Env variable or Pulumi secret holding ``username``'s password (``security.passwordSecret``)."""
     admin_username: str | None = None
+    """SASL user mm2spec plans and provisions as (``security.admin.username``); None: ``username``."""
     admin_password_secret: str | None = None
+    """Env variable or Pulumi secret holding the admin's password (``security.admin.passwordSecret``)."""
 
     @property
     def uses_sasl(self) -> bool:
@@ -41,9 +48,13 @@ class Cluster:
     """A Kafka cluster by alias."""
 
     alias: str
+    """Its key under ``clusters``; MM2 puts it in mirrored and internal topic names (``<alias>.<topic>``)."""
     bootstrap_servers: tuple[str, ...]
+    """Brokers to bootstrap from, each ``host:port`` (``bootstrapServers``)."""
     security: Security = Security()
+    """How clients authenticate to it (``security``); PLAINTEXT when the spec says nothing."""
     config: tuple[tuple[str, str], ...] = ()
+    """Extra properties for every client of this cluster, e.g. ``ssl.truststore.location`` (``config``)."""
 
     @property
     def bootstrap(self) -> str:
@@ -55,30 +66,58 @@ class MirrorFlow:
     """One replication flow (source -> target) with MM2's settings in spec terms."""
 
     name: str
+    """The flow's name (``name``, default ``<source>-to-<target>``); its connectors are named after it."""
     source: str
+    """Alias of the cluster mirrored from (``source``)."""
     target: str
+    """Alias of the cluster mirrored to (``target``)."""
     replication_policy: Literal["identity", "default"]
+    """``identity``: same topic names on the target; ``default``: ``<source><separator><topic>``."""
     separator: str
+    """``replication.policy.separator`` (``separator``); MM2's internal topic names use it too."""
     topics: tuple[NamePattern, ...]
+    """Topics to mirror (``topics``): exact names or Java regexes matched against whole names."""
     topics_exclude: tuple[str, ...]
+    """The spec's topic patterns never mirrored (``topicsExclude``), without MM2's defaults."""
     groups: tuple[NamePattern, ...]
+    """Groups whose offsets are checkpointed (``groups``), written like ``topics``; empty: no checkpoints."""
     groups_exclude: tuple[str, ...]
+    """The spec's group patterns never mirrored (``groupsExclude``), without MM2's defaults."""
     exactly_once: bool
+    """Mirror with exactly-once delivery (``exactlyOnce``): Connect's exactly-once source support with
+    ``read_committed``, or the Spark job's transactional writer."""
     sync_group_offsets: bool
+    """Commit translated offsets to target groups with no active members (``syncGroupOffsets``)."""
     sync_group_offsets_interval_seconds: int
+    """Seconds between commits of translated group offsets (``syncGroupOffsetsIntervalSeconds``)."""
     emit_checkpoints_interval_seconds: int
+    """Seconds between checkpoints of group offsets (``emitCheckpointsIntervalSeconds``)."""
     refresh_topics_interval_seconds: int
+    """Seconds between scans for new source topics: the longest a new topic waits to be
+    mirrored (``refreshTopicsIntervalSeconds``)."""
     refresh_groups_interval_seconds: int
+    """Seconds between scans for new source groups (``refreshGroupsIntervalSeconds``)."""
     sync_topic_configs: bool
+    """Keep target topic configs in line with the source's (``syncTopicConfigs``)."""
     sync_topic_acls: bool
+    """Copy source topic ACLs to the target (``syncTopicAcls``); for clusters that use authorization."""
     heartbeats: bool
+    """Run MirrorHeartbeatConnector and mirror the ``heartbeats`` topic (``heartbeats``)."""
     offset_lag_max: int
+    """Records per partition between two offset-syncs (``offsetLagMax``, MM2's ``offset.lag.max``)."""
     offset_syncs_topic_location: Literal["target", "source"]
+    """Which cluster holds the offset-syncs topic: ``target`` or ``source`` (``offsetSyncsTopicLocation``)."""
     tasks_max: int
+    """Most tasks (units of parallelism) per connector, MM2's ``tasks.max`` (``tasksMax``)."""
     allow_topic_replacement: bool
+    """Whether a target topic may be deleted and re-created, losing its data, when a change
+    cannot be made in place (``allowTopicReplacement``); otherwise the change is refused."""
     producer_overrides: tuple[tuple[str, str], ...]
+    """Producer settings for the target, rendered as ``producer.override.<key>`` (``producerOverrides``)."""
     consumer_overrides: tuple[tuple[str, str], ...]
+    """Consumer settings for the source, rendered as ``consumer.<key>`` (``consumerOverrides``)."""
     config: tuple[tuple[str, str], ...]
+    """Raw MM2 connector properties (``config``), applied last to each connector of the flow: they win."""
 
     # MM2's rules (mm2spec.mm2) applied to this flow: the plan, Pulumi and the Spark job share them.
 
@@ -134,11 +173,17 @@ class InternalTopic:
     """A topic MM2 or Connect needs; replication factor -1 means the broker default."""
 
     cluster: str
+    """Alias of the cluster the topic lives on."""
     name: str
+    """The topic's name, e.g. ``mm2-offset-syncs.primary.internal`` or ``<internal_topic_prefix>-configs``."""
     partitions: int
+    """Partition count: Connect's defaults for its own (configs 1, offsets 25, status 5), 1 for MM2's."""
     configs: tuple[tuple[str, str], ...]
+    """Topic configs as (key, value) pairs, e.g. ``cleanup.policy=compact``."""
     purpose: str
+    """What the topic is for, shown in the plan (e.g. ``Connect source offsets``)."""
     replication_factor: int = -1
+    """Replicas per partition; -1 asks for the broker's ``default.replication.factor``, never compared."""
 
 
 ResourceType = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
@@ -149,14 +194,23 @@ class AclBinding:
     """One ALLOW ACL for the mirroring principal. ``reason`` says why it is needed (not part of identity)."""
 
     cluster: str
+    """Alias of the cluster the ACL is on."""
     principal: str
+    """The Kafka principal it applies to, e.g. ``User:mm2`` (``acls.principal``)."""
     resource_type: ResourceType
+    """``TOPIC``, ``GROUP``, ``CLUSTER`` (named ``kafka-cluster``) or ``TRANSACTIONAL_ID``."""
     resource_name: str
+    """The resource's name, or the prefix when ``pattern_type`` is ``PREFIXED``; ``*``: every name."""
     pattern_type: Literal["LITERAL", "PREFIXED"]
+    """``LITERAL`` (``resource_name`` exactly, or ``*``) or ``PREFIXED`` (names starting with it)."""
     operation: str
+    """The Kafka ACL operation, e.g. ``READ``, ``WRITE``, ``DESCRIBE_CONFIGS``, ``IDEMPOTENT_WRITE``."""
     permission: str = "ALLOW"
+    """``ALLOW`` in every binding mm2spec wants; one read from a cluster may be ``DENY``."""
     host: str = "*"
+    """The host the client connects from; ``*``: any host."""
     reason: str = field(default="", compare=False)
+    """Why the binding is needed, shown in the plan; not part of its identity (``key``)."""
 
     @property
     def key(self) -> tuple:
@@ -174,13 +228,21 @@ class AclPattern:
     """
 
     cluster: str
+    """Alias of the cluster the ACLs go on: the flow's source or target."""
     principal: str
+    """The Kafka principal they apply to (``acls.principal``)."""
     resource_type: ResourceType
+    """``TOPIC`` or ``GROUP``."""
     source_cluster: str
+    """Alias of the flow's source cluster, whose topics or groups ``regex`` is matched against."""
     regex: str
+    """The Java regex from the flow's ``topics`` or ``groups``, matched against whole names."""
     name_prefix: str
+    """Put before each matched name: the policy's ``<source><separator>`` for target topics, else empty."""
     operations: tuple[str, ...]
+    """The operations allowed on each matched name, e.g. ``READ``, ``DESCRIBE``, ``DESCRIBE_CONFIGS``."""
     reason: str
+    """Why the ACLs are needed; each resolved binding's reason adds the regex."""
 
 
 @dataclass(frozen=True)
@@ -188,11 +250,19 @@ class ConnectCluster:
     """The Kafka Connect cluster running MM2 (its configs are rendered for either engine)."""
 
     cluster: str
+    """Where Connect's internal topics live (``connect.cluster``; default: the first flow's target)."""
     group_id: str
+    """The workers' ``group.id`` (``connect.groupId``; default ``connect-mirrormaker-<metadata.name>``)."""
     internal_topic_prefix: str
+    """Prefix of the ``-configs``, ``-offsets`` and ``-status`` topics (``connect.internalTopicPrefix``;
+    default ``__<group_id>``: the leading ``__`` keeps MM2 from mirroring them)."""
     listeners: tuple[str, ...]
+    """REST API listeners, e.g. ``http://:8083`` (``connect.listeners``); rendered comma-separated."""
     rest_url: str | None
+    """Where mm2spec reaches the REST API to register connectors (``connect.restUrl``); None: connectors
+    are not compared, and engine ``connect`` cannot be applied."""
     config: tuple[tuple[str, str], ...]
+    """Extra worker properties (``connect.config``), applied last: they win over what mm2spec renders."""
 
     @property
     def config_topic(self) -> str:
@@ -212,13 +282,22 @@ class SparkDeployment:
     """Where and how the Spark mirroring job runs."""
 
     master: str
+    """Spark master: ``local[N]``, ``local[*]``, ``spark://host:port`` or ``k8s://...`` (``spark.master``)."""
     trigger_interval: str
+    """Micro-batch trigger interval, e.g. ``1 second``, ``500 milliseconds`` (``spark.triggerInterval``)."""
     max_offsets_per_trigger: int | None
+    """Most records per micro-batch over all partitions (``spark.maxOffsetsPerTrigger``); None: no cap."""
     checkpoint_location: str
+    """Folder (relative: to the project root) or HDFS/S3 URL of the streaming checkpoints a restart
+    resumes from (``spark.checkpointLocation``; default ``./.mm2spec/checkpoints/<metadata.name>``)."""
     executor_instances: int | None
+    """``spark.executor.instances`` (``spark.executors.instances``); None: Spark's default."""
     executor_cores: int | None
+    """``spark.executor.cores`` (``spark.executors.cores``); None: Spark's default."""
     executor_memory: str | None
+    """``spark.executor.memory``, e.g. ``4g`` (``spark.executors.memory``); None: Spark's default."""
     config: tuple[tuple[str, str], ...]
+    """Extra Spark properties (``spark.*``) as sorted (key, value) pairs (``spark.config``)."""
 
 
 @dataclass(frozen=True)
@@ -226,19 +305,33 @@ class DesiredState:
     """Everything a DR spec asks for in one environment."""
 
     name: str
+    """``metadata.name``, in Pulumi resource names, the default Connect group id and checkpoint folder."""
     environment: str | None
+    """The environment whose overlay was merged in (``environments.<name>``); None: the base spec."""
     source_file: str
+    """The spec file, as given on the command line."""
     labels: tuple[tuple[str, str], ...]
+    """``metadata.labels`` as sorted (key, value) pairs, values as strings."""
     clusters: tuple[Cluster, ...]
+    """Every cluster under ``clusters``, in the spec's order."""
     mirrors: tuple[MirrorFlow, ...]
+    """The replication flows (``mirrors``), in the spec's order."""
     engine: Literal["spark", "connect"]
+    """What moves the data (``engine``): ``spark`` (the PySpark job) or ``connect`` (MM2 on Kafka Connect)."""
     connect: ConnectCluster
+    """The Connect cluster (``connect``); set for either engine, as its configs are always rendered."""
     spark: SparkDeployment
+    """The Spark deployment (``spark``); set for either engine, used when ``engine`` is ``spark``."""
     manage_acls: bool
+    """Whether mm2spec plans and creates ``acl_bindings`` and ``acl_patterns`` (``acls.manage``)."""
     principal: str
+    """Kafka principal MM2, Connect and the Spark job run as, e.g. ``User:mm2`` (``acls.principal``)."""
     internal_topics: tuple[InternalTopic, ...]
+    """The topics Connect and the flows need: Connect's three, offset-syncs, checkpoints, heartbeats."""
     acl_bindings: tuple[AclBinding, ...]
+    """The literal and prefixed ACLs ``principal`` needs, one per operation."""
     acl_patterns: tuple[AclPattern, ...]
+    """ACLs on names a true regex selects, resolved against the live source clusters when planning."""
 
     def cluster(self, alias: str) -> Cluster:
         for cluster in self.clusters:
