@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from mm2spec.errors import MirrorError
 from mm2spec.runtime import deployment
-from mm2spec.runtime.job import job_name, load_job, render_job
+from mm2spec.runtime.job import effective_master, job_name, load_job, render_job
 
 
 def _describe_flows(job: dict) -> str:
@@ -36,7 +36,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
         started = deployment.start(job, state_dir=folder, master=args.master, wait_running=args.wait)
         print(f"started {name} (pid {started.pid}); log {started.log_file}; status {started.status_file}")
         return 0
-    print(f"mirroring {name}: {_describe_flows(job)}; master {args.master or (job.get('spark') or {}).get('master')}; "
+    print(f"mirroring {name}: {_describe_flows(job)}; master {effective_master(job, args.master)}; "
           f"status file {folder / 'status.json'} (Ctrl-C stops)", flush=True)
     return deployment.run_foreground(job, state_dir=folder, master=args.master)
 

@@ -6,8 +6,7 @@ import argparse
 import os
 import sys
 
-# live.kafka's default, repeated so that parsing flags does not load the Kafka client library.
-REQUEST_TIMEOUT_S = 15.0
+from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -42,6 +41,6 @@ def add_parsers(commands) -> None:
     p.add_argument("--detailed-exitcode", action="store_true",
                    help="exit 0 when there are no changes, 2 when there are, 1 on error")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    p.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT_S,
-                   help=f"seconds to wait for each cluster (default {REQUEST_TIMEOUT_S:.0f})")
+    p.add_argument("--timeout", type=float, default=KAFKA_REQUEST_TIMEOUT_S,
+                   help=f"seconds to wait for each cluster (default {KAFKA_REQUEST_TIMEOUT_S:.0f})")
     p.set_defaults(func=cmd_plan)

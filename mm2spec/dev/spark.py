@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mm2spec.errors import ComponentMissing, MirrorError
-from mm2spec.runtime.process import HOST, ephemeral_port, listening, wait_until
+from mm2spec.dev.process import pick_free_ports
+from mm2spec.runtime.process import HOST, listening, wait_until
 
 # A JVM that ignores SIGTERM this long is stuck: kill it.
 STOP_GRACE_SECONDS = 20.0
@@ -64,7 +65,7 @@ def start_standalone_cluster(workdir: str | Path | None = None, *, cores: int = 
         raise ComponentMissing(f"{spark_class} not found: install pyspark (scripts/setup)")
     folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="mm2spec-spark-standalone-"))
     folder.mkdir(parents=True, exist_ok=True)
-    port, ui, worker_ui = ephemeral_port(), ephemeral_port(), ephemeral_port()
+    port, ui, worker_ui = pick_free_ports(3)
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST, "SPARK_LOG_DIR": str(folder),
            "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
     url = f"spark://{HOST}:{port}"

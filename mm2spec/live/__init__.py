@@ -7,3 +7,8 @@
 May import: ``mm2spec.spec`` (the model), ``mm2spec.errors``, confluent-kafka, urllib.
 Never ``plan``, ``provision``, ``cli``; never prints.
 """
+
+# Here rather than in ``kafka`` so that the CLI can show it as a default without loading the client
+# library. A cluster that answers at all answers metadata and describe calls within seconds; 15 s
+# leaves room for a broker busy with a leader election. The default for plans and providers.
+KAFKA_REQUEST_TIMEOUT_S = 15.0

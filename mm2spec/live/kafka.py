@@ -33,6 +33,7 @@ from confluent_kafka.admin import (
 )
 
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing
+from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.state import LiveTopic
 from mm2spec.spec.model import AclBinding, Cluster
 
@@ -40,9 +41,6 @@ _QUIET = logging.getLogger("mm2spec.librdkafka")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
-# A cluster that answers at all answers metadata and describe calls within seconds; 15 s leaves
-# room for a broker busy with a leader election, and is the default for plans and providers.
-REQUEST_TIMEOUT_S = 15.0
 # KRaft brokers apply metadata (new topics, partitions, ACLs) asynchronously, typically within
 # 100 ms: polling at this interval returns soon after the broker's view catches up.
 PROPAGATION_POLL_S = 0.1
@@ -96,7 +94,7 @@ def _describe_failure(exc: BaseException) -> str:
 class KafkaAdmin:
     """Admin operations on one cluster."""
 
-    def __init__(self, cluster: Cluster, secrets: SecretLookup = env_secrets, timeout: float = REQUEST_TIMEOUT_S):
+    def __init__(self, cluster: Cluster, secrets: SecretLookup = env_secrets, timeout: float = KAFKA_REQUEST_TIMEOUT_S):
         self.cluster = cluster
         self.timeout = timeout
         self._client = AdminClient(client_config(cluster, secrets))

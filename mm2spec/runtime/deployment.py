@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mm2spec.errors import MirrorError
-from mm2spec.runtime.job import config_hash, job_command, job_name, load_job
+from mm2spec.runtime.job import config_hash, effective_master, job_command, job_name, load_job
 from mm2spec.runtime.process import POLL_SECONDS, pid_alive, reap
 
 DEFAULT_STATE_ROOT = Path(".mm2spec") / "spark"
@@ -125,9 +125,9 @@ def start(job: Mapping[str, Any] | str | Path, *, state_dir: str | Path | None =
     with open(folder / "driver.log", "ab") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env={**os.environ, **(env or {})}, start_new_session=True, cwd=os.getcwd())
-    effective_master = master or str((data.get("spark") or {}).get("master", "local[2]"))
-    _record_start(folder, process.pid, digest, effective_master)
-    deployment = MirrorDeployment(name, str(folder), process.pid, effective_master, digest)
+    runs_on = effective_master(data, master)
+    _record_start(folder, process.pid, digest, runs_on)
+    deployment = MirrorDeployment(name, str(folder), process.pid, runs_on, digest)
     if wait_running:
         wait_until_running(deployment, wait_running, process)
     return deployment
@@ -207,8 +207,7 @@ def run_foreground(job: Mapping[str, Any], *, state_dir: str | Path | None = Non
     folder = state_dir_of(job_name(data), state_dir)
     command = _prepare(data, folder, master, max_restarts)
     process = subprocess.Popen(command, start_new_session=True, stdin=subprocess.DEVNULL)
-    effective_master = master or str((data.get("spark") or {}).get("master", "local[2]"))
-    _record_start(folder, process.pid, config_hash(data, master), effective_master)
+    _record_start(folder, process.pid, config_hash(data, master), effective_master(data, master))
 
     def forward(signum, _frame):
         if process.poll() is None:

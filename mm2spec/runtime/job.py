@@ -46,6 +46,15 @@ def render_job(spec: str | Path, env: str | None) -> dict:
     return spark_job_config(load_desired_state(spec, env))
 
 
+# The job's own default when its config names no master (spark/mm2spark/config.py, SparkSettings).
+JOB_DEFAULT_MASTER = "local[2]"
+
+
+def effective_master(job: Mapping[str, Any], master: str | None) -> str:
+    """Where the job's executors run: the override, else its config's ``spark.master``."""
+    return master or str((job.get("spark") or {}).get("master", JOB_DEFAULT_MASTER))
+
+
 def job_name(job: Mapping[str, Any]) -> str:
     return str(job.get("name") or "mirror")
 

@@ -69,12 +69,6 @@ def port_free(port: int, host: str = HOST) -> bool:
         return True
 
 
-def ephemeral_port(host: str = HOST) -> int:
-    """A port the kernel considers free right now (for servers that bind it at once)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
 
 def wait_until(check: Callable[[], bool], timeout: float, on_timeout: Callable[[], BaseException]) -> None:
     """Poll ``check`` until it is true; raise ``on_timeout()`` after ``timeout`` seconds."""
