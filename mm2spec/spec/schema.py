@@ -17,9 +17,10 @@ from typing import Any, Protocol
 
 import jsonschema
 
+from mm2spec.resources import schema_path
 from mm2spec.spec.secrets import hides_value
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "dr-spec.schema.json"
+SCHEMA_PATH = schema_path("dr-spec.schema.json")
 
 
 class Report(Protocol):

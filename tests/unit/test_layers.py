@@ -23,6 +23,7 @@ NETWORK = ("confluent_kafka", "urllib.request", "http.client", "socket", "reques
 FORBIDDEN = {
     "errors": {"*"},
     "components": {"mm2", "spec", "live", "plan", "render", "runtime", "provision", "dev", "ops", "cli"},
+    "resources": {"*"},
     "mm2": {"*"},
     "spec": {"live", "plan", "render", "runtime", "provision", "dev", "ops", "cli"},
     "render": {"live", "plan", "runtime", "provision", "dev", "ops", "cli"},
@@ -36,9 +37,9 @@ FORBIDDEN = {
 }
 # Stdlib only (and the layers FORBIDDEN leaves them): the Spark job's executors import mm2 and
 # errors; every layer imports these three.
-STDLIB_ONLY = ("errors", "mm2", "components")
+STDLIB_ONLY = ("errors", "mm2", "components", "resources")
 # Layers that must work offline: no network client library imported, not even late.
-OFFLINE = ("spec", "mm2", "render", "errors", "components")
+OFFLINE = ("spec", "mm2", "render", "errors", "components", "resources")
 # Modules of plan/ that import no client library (the plan formats and the diff work offline).
 OFFLINE_PLAN = ("desired", "diff", "model", "formats", "__init__")
 
