@@ -64,6 +64,14 @@ class Components:
             raise ComponentMissing(f"the Pulumi CLI is not installed in {folder}; run scripts/setup")
         return folder
 
+    @property
+    def toxiproxy_server(self) -> Path:
+        """The fault-injection proxy of the fault tests and benchmarks."""
+        binary = self.cache / f"toxiproxy-{self.pinned['TOXIPROXY_VERSION']}" / "bin" / "toxiproxy-server"
+        if not binary.is_file():
+            raise ComponentMissing(f"Toxiproxy is not installed at {binary}; run scripts/setup")
+        return binary
+
     @staticmethod
     def java() -> str:
         java_home = os.environ.get("JAVA_HOME")

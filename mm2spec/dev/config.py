@@ -55,33 +55,56 @@ class BrokerSpec:
     """The KRaft controller listener port (always PLAINTEXT)."""
     secure: bool = False
     """SASL_PLAINTEXT + SCRAM-SHA-512 on the client listener and the StandardAuthorizer."""
+    proxied_port: int | None = None
+    """A second client listener (``PROXIED``, same security) on this port, for a fault-injection
+    proxy to forward to; None: no such listener."""
+    proxy_port: int | None = None
+    """The port of that proxy, which the ``PROXIED`` listener advertises: a client that bootstraps
+    through the proxy keeps talking through it, so cutting the proxy cuts that client only."""
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
 
     @property
+    def proxied_bootstrap(self) -> str:
+        """The address through the proxy (DevError when the cluster has no proxied listener)."""
+        if self.proxy_port is None:
+            raise DevError(f"cluster {self.name!r} has no proxied listener")
+        return f"{HOST}:{self.proxy_port}"
+
+    @property
     def security_protocol(self) -> str:
         return "SASL_PLAINTEXT" if self.secure else "PLAINTEXT"
 
     @property
-    def ports(self) -> tuple[int, int]:
-        return (self.port, self.controller_port)
+    def ports(self) -> tuple[int, ...]:
+        """The ports the broker itself listens on."""
+        own = (self.port, self.controller_port)
+        return own if self.proxied_port is None else (*own, self.proxied_port)
 
 
 def broker_properties(spec: BrokerSpec, log_dir: Path) -> str:
     """The ``server.properties`` of a combined broker+controller node for ``spec``."""
     listener = spec.security_protocol
+    listeners = f"{listener}://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}"
+    advertised = listeners
+    protocols = f"CONTROLLER:PLAINTEXT,{listener}:{listener}"
+    if spec.proxied_port is not None:
+        # The broker's own traffic stays on the direct listener; only clients of the proxy cross it.
+        listeners += f",PROXIED://{HOST}:{spec.proxied_port}"
+        advertised += f",PROXIED://{HOST}:{spec.proxy_port}"
+        protocols += f",PROXIED:{listener}"
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
         # A dynamic quorum (KIP-853) of one voter: what `StorageTool format --standalone` sets up.
         "controller.quorum.bootstrap.servers": f"{HOST}:{spec.controller_port}",
-        "listeners": f"{listener}://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
-        "advertised.listeners": f"{listener}://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
+        "listeners": listeners,
+        "advertised.listeners": advertised,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": listener,
-        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{listener}:{listener}",
+        "listener.security.protocol.map": protocols,
         "log.dirs": str(log_dir),
         **SINGLE_NODE_SETTINGS,
     }
