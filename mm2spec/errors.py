@@ -14,6 +14,7 @@ message says what to do. Modules raise these; none defines an error class of its
     │   └── BaselineUnavailable   promote's baseline (file or git revision) cannot be read
     ├── SecretMissing             a secret the spec names is not set
     ├── ComponentMissing          Java, the Kafka or Spark jars, or the Pulumi CLI are not installed
+    ├── OutputUnwritable          rendered files cannot be written where --out says
     ├── ClusterError              talking to a live cluster failed
     │   ├── ClusterUnreachable    a Kafka cluster did not answer
     │   ├── KafkaOperationFailed  an admin request, produce or commit failed (names what)
@@ -23,6 +24,9 @@ message says what to do. Modules raise these; none defines an error class of its
     ├── MirrorError               the Spark mirroring job could not be started, stopped or inspected
     │   └── JobConfigError        the job's config (spark-mirror.json) is unusable
     ├── ProvisionFailed           a Pulumi provider operation cannot be carried out
+    ├── PlaybookError             a DR playbook cannot run as asked
+    │   ├── PlaybookInvalid       the playbook file has problems, all at once (FILE:LINE:COL each)
+    │   └── OperationRefused      a DR operation would be unsafe now (active group, unknown --limit ...)
     └── DevError                  the local dev environment could not be started or stopped
         ├── PortInUse             a port it needs is taken
         └── NotReady              a started process did not become ready in time
@@ -88,6 +92,11 @@ class ComponentMissing(Mm2specError):
     """A real component (Java, Kafka jars, Spark jars, Pulumi CLI) is not installed: run scripts/setup."""
 
 
+class OutputUnwritable(Mm2specError):
+    """Rendered files cannot be written to the output folder (it is a file, or it is not writable);
+    nothing was written."""
+
+
 # ---------------------------------------------------------------------------------- live systems
 
 class ClusterError(Mm2specError):
@@ -130,6 +139,24 @@ class JobConfigError(MirrorError, ValueError):
 
 class ProvisionFailed(Mm2specError):
     """A Pulumi provider operation cannot be carried out; the message says what to do."""
+
+
+class PlaybookError(Mm2specError):
+    """A DR playbook cannot run as asked: the message says what to change."""
+
+
+class PlaybookInvalid(PlaybookError):
+    """The playbook has one or more problems; ``diagnostics`` lists them all, each with its place."""
+
+    def __init__(self, diagnostics: list):
+        self.diagnostics = sorted(set(diagnostics))
+        count = len(self.diagnostics)
+        super().__init__("\n".join(map(str, self.diagnostics)) + f"\n{count} error{'s' if count != 1 else ''} in the playbook")
+
+
+class OperationRefused(PlaybookError):
+    """A DR operation would be unsafe or cannot apply (a group active on DR, a ``--limit`` that
+    matches nothing): nothing was changed; the message names what to do."""
 
 
 class DevError(Mm2specError):

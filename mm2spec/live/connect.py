@@ -65,6 +65,14 @@ class ConnectClient:
     def connector_status(self, name: str) -> dict | None:
         return self._call("GET", f"/connectors/{urllib.parse.quote(name, safe='')}/status", ok_missing=True)
 
+    def stop_connector(self, name: str) -> None:
+        """``PUT /connectors/{name}/stop`` (KIP-875): tasks shut down, config kept; state STOPPED."""
+        self._call("PUT", f"/connectors/{urllib.parse.quote(name, safe='')}/stop")
+
+    def resume_connector(self, name: str) -> None:
+        """``PUT /connectors/{name}/resume``: a stopped or paused connector runs again."""
+        self._call("PUT", f"/connectors/{urllib.parse.quote(name, safe='')}/resume")
+
     def validate(self, plugin: str, config: dict[str, str]) -> dict:
         """``PUT /connector-plugins/{plugin}/config/validate``: MM2's own checks of a config."""
         return self._call("PUT", f"/connector-plugins/{urllib.parse.quote(plugin, safe='')}/config/validate", config)

@@ -19,3 +19,74 @@ class LiveTopic:
     """Replicas of its partitions (the largest, should they differ)."""
     configs: Mapping[str, str]
     """Only the configs set on the topic (``DYNAMIC_TOPIC_CONFIG``): broker defaults never show as drift."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record as read from a partition (``headers`` as a tuple of (key, value bytes))."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    """Milliseconds since the epoch (the record's own timestamp, which the mirror preserves)."""
+    headers: tuple = ()
+
+    def content(self) -> tuple:
+        """What a mirror copies unchanged: key, value, timestamp and headers (not the offset)."""
+        return (self.key, self.value, self.timestamp, self.headers)
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """A consumer group on one cluster: its committed offsets and who is in it now."""
+
+    group: str
+    offsets: Mapping[tuple[str, int], int]
+    """Committed offset per (topic, partition); partitions never committed are absent."""
+    members: tuple[str, ...] = ()
+    """``client.id@host`` of each active member; empty when nobody consumes."""
+    state: str = ""
+    """The coordinator's state name (``EMPTY``, ``STABLE``, ``DEAD`` ...)."""
+
+
+FAILOVER_STATE_FORMAT = 1
+"""``formatVersion`` of the failover records on the DR cluster."""
+
+
+@dataclass(frozen=True)
+class FailoverState:
+    """A flow's failover, as recorded on its target (DR) cluster.
+
+    ``phase`` is ``switching`` from the moment the failover stops the flow's mirror until the
+    groups are committed on DR, then ``failed-over``. While a record exists the flow's forward
+    mirror must stay stopped: ``plan`` and ``pulumi up`` read it (failback clears it).
+    """
+
+    flow: str
+    phase: str
+    mode: str
+    """``planned`` (the source answered) or ``unplanned`` (``--source-unreachable``)."""
+    source: str
+    target: str
+    started_at: int
+    """Milliseconds since the epoch when the failover stopped the mirror."""
+    completed_at: int | None = None
+    positions: tuple = ()
+    """(source topic, partition, source end, DR topic, DR end) per mirrored partition at the switch."""
+
+    def to_json(self) -> dict:
+        return {"formatVersion": FAILOVER_STATE_FORMAT, "flow": self.flow, "phase": self.phase, "mode": self.mode,
+                "source": self.source, "target": self.target, "startedAt": self.started_at,
+                "completedAt": self.completed_at,
+                "positions": [{"topic": t, "partition": p, "sourceEnd": s, "drTopic": dt, "drEnd": d}
+                              for t, p, s, dt, d in self.positions]}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "FailoverState":
+        return cls(flow=data["flow"], phase=data["phase"], mode=data.get("mode", "planned"), source=data["source"],
+                   target=data["target"], started_at=int(data["startedAt"]), completed_at=data.get("completedAt"),
+                   positions=tuple((p["topic"], int(p["partition"]), int(p["sourceEnd"]), p["drTopic"], int(p["drEnd"]))
+                                   for p in data.get("positions", ())))

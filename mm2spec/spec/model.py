@@ -301,6 +301,17 @@ class SparkDeployment:
 
 
 @dataclass(frozen=True)
+class FailoverSettings:
+    """How a failover treats the applications (``failover``)."""
+
+    clients: tuple[str, ...] = ()
+    """Client principals (``User:orders-svc``) whose WRITE is fenced on the source and who are
+    granted READ/WRITE on DR (``failover.clients``)."""
+    fence: bool = False
+    """Deny ``clients`` WRITE on the source's mirrored topics before draining (``failover.fence``)."""
+
+
+@dataclass(frozen=True)
 class DesiredState:
     """Everything a DR spec asks for in one environment."""
 
@@ -332,6 +343,8 @@ class DesiredState:
     """The literal and prefixed ACLs ``principal`` needs, one per operation."""
     acl_patterns: tuple[AclPattern, ...]
     """ACLs on names a true regex selects, resolved against the live source clusters when planning."""
+    failover: FailoverSettings = FailoverSettings()
+    """What a failover does for the applications (``failover``); empty when the spec says nothing."""
 
     def cluster(self, alias: str) -> Cluster:
         for cluster in self.clusters:

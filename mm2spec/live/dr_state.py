@@ -1,0 +1,82 @@
+"""The durable DR-operation state, kept on the DR cluster itself (not on an operator's laptop).
+
+Topic ``mm2spec.dr-state.internal`` on each flow's target cluster: compacted, one partition,
+replication factor -1 (the broker's default). One record per flow, keyed by the flow's name, its
+value a ``FailoverState`` as JSON; a tombstone (failback) clears it. The ``.internal`` suffix
+keeps it out of every MM2 topic selection, so no mirror copies it back.
+
+Written by the failover playbook; read by ``mm2spec plan`` and the Pulumi program, which leave a
+failed-over flow's forward mirror stopped.
+"""
+
+from __future__ import annotations
+
+import json
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from mm2spec.errors import KafkaOperationFailed, RecordMalformed
+from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
+from mm2spec.live.kafka import KafkaAdmin, SecretLookup, client_config, env_secrets
+from mm2spec.live.records import RecordReader
+from mm2spec.live.state import FailoverState
+from mm2spec.spec.model import Cluster
+
+STATE_TOPIC = "mm2spec.dr-state.internal"
+STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
+
+
+def read_states(cluster: Cluster, secrets: SecretLookup = env_secrets) -> dict[str, FailoverState]:
+    """The recorded state of every flow whose target is ``cluster`` (none when the topic is absent)."""
+    admin = KafkaAdmin(cluster, secrets)
+    if not admin.topics([STATE_TOPIC], with_configs=False):
+        return {}
+    states: dict[str, FailoverState] = {}
+    with RecordReader(cluster, secrets) as reader:
+        for record in reader.read_topic(STATE_TOPIC):
+            flow = (record.key or b"").decode("utf-8", "replace")
+            if record.value is None:
+                states.pop(flow, None)
+                continue
+            try:
+                states[flow] = FailoverState.from_json(json.loads(record.value))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise RecordMalformed(f'cluster "{cluster.alias}": {STATE_TOPIC} holds an unreadable record for '
+                                      f"flow {flow!r} at offset {record.offset} ({exc}); delete it or fix it "
+                                      "before running a DR operation") from None
+    return states
+
+
+def _produce(cluster: Cluster, secrets: SecretLookup, key: str, value: bytes | None) -> None:
+    admin = KafkaAdmin(cluster, secrets)
+    admin.create_topic(STATE_TOPIC, 1, -1, STATE_TOPIC_CONFIGS, exist_ok=True)
+    config = client_config(cluster, secrets)
+    config.update({"acks": "all", "enable.idempotence": True})
+    producer = Producer(config)
+    failures: list[str] = []
+
+    def delivered(error: KafkaError | None, _message) -> None:
+        if error is not None:
+            failures.append(f"{error.name()}: {error.str()}")
+
+    try:
+        producer.produce(STATE_TOPIC, key=key.encode(), value=value, on_delivery=delivered)
+        left = producer.flush(KAFKA_REQUEST_TIMEOUT_S)
+    except KafkaException as exc:
+        failures.append(str(exc))
+        left = 0
+    if left:
+        failures.append(f"not acknowledged within {KAFKA_REQUEST_TIMEOUT_S:.0f}s")
+    if failures:
+        raise KafkaOperationFailed(f'cluster "{cluster.alias}": recording DR state of flow {key} in {STATE_TOPIC}: '
+                                   + "; ".join(failures))
+
+
+def write_state(cluster: Cluster, state: FailoverState, secrets: SecretLookup = env_secrets) -> None:
+    """Record (or replace) a flow's failover state on its DR cluster."""
+    _produce(cluster, secrets, state.flow, json.dumps(state.to_json(), sort_keys=True).encode())
+
+
+def clear_state(cluster: Cluster, flow: str, secrets: SecretLookup = env_secrets) -> None:
+    """Remove a flow's failover state (a tombstone; compaction drops the history)."""
+    _produce(cluster, secrets, flow, None)

@@ -1,0 +1,213 @@
+"""Reading records and group offsets: what the DR playbooks need beyond the admin calls.
+
+``RecordReader`` reads exact offset ranges of partitions with one assign-only consumer (no group,
+nothing committed), so reading never changes a cluster. ``GroupOffsets`` reads and writes
+consumer-group offsets and members through the AdminClient. Both raise ``ClusterUnreachable`` /
+``KafkaOperationFailed`` naming the cluster, never a raw client exception.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Iterable, Iterator, Mapping
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
+from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
+from mm2spec.live.kafka import SecretLookup, client_config, env_secrets
+from mm2spec.live.state import GroupState, Record
+from mm2spec.spec.model import Cluster
+
+# One fetch returns up to this many records: large enough to read a 100-record gap between two
+# offset syncs in one round trip, small enough that a range read never pulls a whole partition.
+_FETCH_BATCH = 500
+# librdkafka reports "no offset committed" as -1001 (OFFSET_INVALID).
+_NO_OFFSET = -1001
+
+
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return f"{exc.args[0].name()}: {exc.args[0].str()}"
+    return str(exc)
+
+
+def _retriable(exc: BaseException) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in (
+        KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE))
+
+
+def retrying(call, what: str, cluster: Cluster, deadline_s: float = KAFKA_REQUEST_TIMEOUT_S):
+    """``call()`` again while it fails with a retriable Kafka error (a group coordinator still
+    loading, a partition leader moving right after a start), with a short backoff, until
+    ``deadline_s``; then the error names the cluster and the operation."""
+    deadline, pause = time.monotonic() + deadline_s, 0.05
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            if not _retriable(exc) or time.monotonic() > deadline:
+                raise KafkaOperationFailed(f'cluster "{cluster.alias}": {what}: {_failure(exc)}') from None
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+
+def _record(message) -> Record:
+    kind, stamp = message.timestamp()
+    headers = tuple((k, v) for k, v in (message.headers() or ()))
+    return Record(message.topic(), message.partition(), message.offset(), message.key(), message.value(),
+                  stamp if kind else -1, headers)
+
+
+class RecordReader:
+    """Reads offset ranges of partitions; ``read_committed`` skips aborted transactional records
+    (what a consumer of an exactly-once mirror sees)."""
+
+    def __init__(self, cluster: Cluster, secrets: SecretLookup = env_secrets, read_committed: bool = False,
+                 timeout: float = KAFKA_REQUEST_TIMEOUT_S):
+        self.cluster = cluster
+        self.timeout = timeout
+        config = client_config(cluster, secrets, admin=True)
+        config.update({"group.id": f"mm2spec-reader-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                       "enable.partition.eof": False, "auto.offset.reset": "earliest",
+                       "isolation.level": "read_committed" if read_committed else "read_uncommitted"})
+        self._consumer = Consumer(config)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> "RecordReader":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start, end) offsets of a partition."""
+        def call():
+            return self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout, cached=False)
+        try:
+            found = retrying(call, f"offsets of {topic}-{partition}", self.cluster)
+        except KafkaOperationFailed as exc:
+            if "TRANSPORT" in str(exc) or "TIMED_OUT" in str(exc):
+                raise ClusterUnreachable(f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) is unreachable: {exc}') from None
+            raise
+        if found is None:
+            raise ClusterUnreachable(f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) did not answer')
+        return found
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> list[Record]:
+        """Records at offsets ``start`` <= offset < ``end`` (fewer where the log has gaps:
+        compaction, transaction markers, aborted records under read_committed)."""
+        return list(self.iterate(topic, partition, start, end))
+
+    def iterate(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+        if end <= start:
+            return
+        self._consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + self.timeout
+        position = start
+        while position < end:
+            batch = self._consumer.consume(_FETCH_BATCH, timeout=0.5)
+            if not batch:
+                # Nothing came: either the range ends in markers/aborted records (the position
+                # moved past them) or the broker is slow. Ask where the consumer stands.
+                (tp,) = self._consumer.position([TopicPartition(topic, partition)])
+                if tp.offset >= end:
+                    break
+                if time.monotonic() > deadline:
+                    raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": reading {topic}-{partition} '
+                                               f"stopped at offset {max(position, tp.offset)} before {end} "
+                                               f"(no records within {self.timeout:.0f}s)")
+                continue
+            deadline = time.monotonic() + self.timeout
+            for message in batch:
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": reading {topic}-{partition}: '
+                                               f"{message.error().str()}")
+                if message.offset() >= end:
+                    return
+                position = message.offset() + 1
+                yield _record(message)
+        self._consumer.unassign()
+
+    def last_record(self, topic: str, partition: int, end: int | None = None, lookback: int = 50) -> Record | None:
+        """The last record before ``end`` (default: the partition's end), looking back past
+        transaction markers up to ``lookback`` offsets."""
+        low, high = self.watermarks(topic, partition)
+        end = high if end is None else end
+        records = self.read(topic, partition, max(low, end - lookback), end)
+        return records[-1] if records else None
+
+    def read_topic(self, topic: str, partitions: int = 1) -> Iterator[Record]:
+        """Every record of a (small, compacted) internal topic, from its start to its end now."""
+        for partition in range(partitions):
+            low, high = self.watermarks(topic, partition)
+            yield from self.iterate(topic, partition, low, high)
+
+
+class GroupOffsets:
+    """Consumer-group offsets and members on one cluster (AdminClient)."""
+
+    def __init__(self, cluster: Cluster, secrets: SecretLookup = env_secrets, timeout: float = KAFKA_REQUEST_TIMEOUT_S):
+        self.cluster = cluster
+        self.timeout = timeout
+        self._client = AdminClient(client_config(cluster, secrets))
+
+    def groups(self) -> list[str]:
+        def call():
+            return self._client.list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout)
+        try:
+            listing = retrying(call, "list groups", self.cluster)
+        except KafkaOperationFailed as exc:
+            raise ClusterUnreachable(f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) did not answer: {exc}') from None
+        return sorted(g.group_id for g in listing.valid)
+
+    def describe(self, groups: Iterable[str]) -> dict[str, GroupState]:
+        """Committed offsets and active members of each group (absent groups: empty offsets)."""
+        names = sorted(set(groups))
+        if not names:
+            return {}
+        members = self._members(names)
+        out = {}
+        for name in names:
+            def call(name=name):
+                request = [ConsumerGroupTopicPartitions(name)]
+                return self._client.list_consumer_group_offsets(request, request_timeout=self.timeout)[name].result(
+                    timeout=self.timeout)
+            found = retrying(call, f"offsets of group {name}", self.cluster)
+            offsets = {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions or ()
+                       if tp.offset >= 0 and tp.offset != _NO_OFFSET}
+            state, active = members.get(name, ("", ()))
+            out[name] = GroupState(name, offsets, active, state)
+        return out
+
+    def _members(self, names: list[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+        def call():
+            futures = self._client.describe_consumer_groups(names, request_timeout=self.timeout)
+            return {g: f.result(timeout=self.timeout) for g, f in futures.items()}
+        described = retrying(call, "describe groups", self.cluster)
+        return {g: (getattr(d.state, "name", str(d.state)),
+                    tuple(sorted(f"{m.client_id}@{m.host}" for m in d.members or ())))
+                for g, d in described.items()}
+
+    def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Set a group's offsets (AlterConsumerGroupOffsets; the broker refuses while it has members)."""
+        if not offsets:
+            return
+        partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+
+        def call():
+            request = [ConsumerGroupTopicPartitions(group, partitions)]
+            return self._client.alter_consumer_group_offsets(request, request_timeout=self.timeout)[group].result(
+                timeout=self.timeout)
+        result = retrying(call, f"commit offsets of group {group}", self.cluster)
+        failed = [f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in result.topic_partitions or () if tp.error]
+        if failed:
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": commit offsets of group {group}: ' + "; ".join(failed))

@@ -1,0 +1,164 @@
+"""Exact offset translation: where on DR a group resumes so it reads the very next record.
+
+MM2 (``RemoteClusterUtils``, the checkpoint connector) maps a committed offset to the nearest
+offset sync at or below it and rounds up by one, so a group re-reads up to ``offset.lag.max``
+records per partition. When the source answers we can do better: a mirror writes each source
+record once, in order, after the sync's record; so walk the records after the nearest sync on
+both clusters side by side, matching them by content (key, value, timestamp, headers), until the
+DR copy of the first record the group has *not* consumed. That DR offset is exact.
+
+At-least-once mirrors may have written a run twice (a batch replayed after a crash): a DR record
+that matches an earlier source record than expected is a replay, and the walk follows it; the
+group resumes after the last copy of a record it consumed.
+
+Pure functions over ``Record`` lists; reading the clusters is the caller's (``offsets`` module).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from mm2spec.live.state import Record
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A point where both logs are known to agree: source offset ``upstream`` was written at DR
+    offset ``downstream`` (an offset sync), or both logs' starts when no sync is at or below."""
+
+    upstream: int
+    downstream: int
+    from_sync: bool = True
+
+
+def nearest_sync(syncs: Sequence[tuple[int, int]], committed: int) -> Anchor | None:
+    """The latest sync (upstream, downstream) with upstream <= ``committed``; ``syncs`` sorted."""
+    i = bisect.bisect_right(syncs, (committed, float("inf"))) - 1
+    return Anchor(*syncs[i]) if i >= 0 else None
+
+
+def mm2_translation(anchor: Anchor | None, committed: int) -> int | None:
+    """What MM2's OffsetSyncStore gives: the sync's downstream on an exact hit, else one past it."""
+    if anchor is None or not anchor.from_sync:
+        return None
+    return anchor.downstream if anchor.upstream == committed else anchor.downstream + 1
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The outcome of one walk."""
+
+    dr_offset: int
+    """Where the group resumes on DR: one past the last DR copy of a record it consumed."""
+    last_copied: int | None
+    """The source offset of the last consumed record found on DR (None: none after the anchor)."""
+    complete: bool
+    """True when the walk reached a copy of an unconsumed record, so nothing later can change the
+    result; False when it ran out of DR records (read more, or DR ends here)."""
+    mismatch: int | None = None
+    """A DR offset whose record is not a copy of any source record in the window (foreign data)."""
+
+
+def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor: Anchor) -> Alignment:
+    """Walk ``dr`` (records from ``anchor.downstream`` on) against ``source`` (records from
+    ``anchor.upstream`` through ``committed`` inclusive where it exists)."""
+    index: dict[tuple, list[int]] = {}
+    for record in source:
+        index.setdefault(record.content(), []).append(record.offset)
+    expected = source[0].offset if source else committed
+    last: tuple[int, int] | None = None  # (dr offset, source offset) of the last consumed copy
+    for record in dr:
+        candidates = index.get(record.content())
+        if not candidates:
+            if expected >= committed:
+                return _result(anchor, last, complete=True)  # a copy of a record past the window
+            return _result(anchor, last, complete=False, mismatch=record.offset)
+        copied = _choose(candidates, expected)
+        if copied >= committed:
+            return _result(anchor, last, complete=True)
+        last, expected = (record.offset, copied), copied + 1
+    return _result(anchor, last, complete=False)
+
+
+def _choose(candidates: list[int], expected: int) -> int:
+    """Which source record a DR record copies, when its content occurs more than once: the one
+    the mirror would write next; else the latest earlier one (a replay restarts earlier); else
+    the next later one (the source skipped offsets: compaction, transaction markers)."""
+    i = bisect.bisect_left(candidates, expected)
+    if i < len(candidates) and candidates[i] == expected:
+        return expected
+    return candidates[i - 1] if i > 0 else candidates[i]
+
+
+def _result(anchor: Anchor, last: tuple[int, int] | None, complete: bool, mismatch: int | None = None) -> Alignment:
+    if last is None:
+        return Alignment(anchor.downstream, None, complete, mismatch)
+    return Alignment(last[0] + 1, last[1], complete, mismatch)
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One group's position on one partition, translated to DR, with what it costs the group."""
+
+    group: str
+    topic: str
+    """The source topic."""
+    partition: int
+    target_topic: str
+    committed: int
+    """The group's committed offset on the source (or, unplanned, the last checkpoint's upstream)."""
+    dr_offset: int | None
+    """The offset to commit on DR; None when it cannot be translated (``note`` says why)."""
+    method: str
+    """``exact`` (walked by content), ``checkpoint`` (unplanned: MM2's checkpoint, rounded down)."""
+    skipped: int = 0
+    """Records the group would never read (0 is the goal; -1 unknown)."""
+    reread: int = 0
+    """Records the group would read twice (0 for exact; a bound for checkpoints, -1 unknown)."""
+    mm2_offset: int | None = None
+    """What MM2's translation gives for the same commit."""
+    mm2_reread: int | None = None
+    """Records MM2's translation would have had the group re-read."""
+    unmirrored: int = 0
+    """Records the group consumed on the source that never reached DR (unplanned: the RPO)."""
+    verified: bool = False
+    """The DR record before ``dr_offset`` has the content of the last record the group consumed."""
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {"group": self.group, "topic": self.topic, "partition": self.partition,
+                "targetTopic": self.target_topic, "sourceOffset": self.committed, "drOffset": self.dr_offset,
+                "method": self.method, "skipped": self.skipped, "reread": self.reread,
+                "mm2Offset": self.mm2_offset, "mm2Reread": self.mm2_reread, "unmirrored": self.unmirrored,
+                "verified": self.verified, "note": self.note}
+
+
+@dataclass
+class PartitionWindow:
+    """Records of one partition read so far, by offset, so overlapping walks read once."""
+
+    records: dict[int, Record] = field(default_factory=dict)
+    covered: list[tuple[int, int]] = field(default_factory=list)
+
+    def missing(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Sub-ranges of [start, end) not read yet."""
+        gaps, cursor = [], start
+        for lo, hi in sorted(self.covered):
+            if hi <= cursor or lo >= end:
+                continue
+            if lo > cursor:
+                gaps.append((cursor, min(lo, end)))
+            cursor = max(cursor, hi)
+        if cursor < end:
+            gaps.append((cursor, end))
+        return gaps
+
+    def add(self, start: int, end: int, records: Iterable[Record]) -> None:
+        for record in records:
+            self.records[record.offset] = record
+        self.covered.append((start, end))
+
+    def between(self, start: int, end: int) -> list[Record]:
+        return [self.records[o] for o in sorted(o for o in self.records if start <= o < end)]
