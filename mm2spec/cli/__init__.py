@@ -14,6 +14,7 @@ May import every other layer; nothing imports ``cli``. The only layer that print
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
@@ -38,12 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    as_json = getattr(args, "format", None) == "json"
     try:
         return args.func(args)
     except Mm2specError as exc:
         # Spec problems already read FILE:LINE:COL: ...; other errors get an "error:" prefix.
         located = isinstance(exc, (SpecInvalid, SpecSyntaxError))
-        print(str(exc) if located else f"error: {exc}", file=sys.stderr)
+        _report(exc, str(exc) if located else f"error: {exc}", as_json)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -53,8 +55,25 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # an internal error: say so briefly, never dump a traceback by default
         if os.environ.get("MM2SPEC_DEBUG"):
             traceback.print_exc()
-        print(f"internal error: {type(exc).__name__}: {exc} (set MM2SPEC_DEBUG=1 for details)", file=sys.stderr)
+        _report(exc, f"internal error: {type(exc).__name__}: {exc} (set MM2SPEC_DEBUG=1 for details)", as_json)
         return 1
+
+
+def _report(exc: Exception, text: str, as_json: bool) -> None:
+    """The error as text on stderr, or, for ``--format json``, as the JSON document a caller parses
+    (``{"valid": false, "errors": [...]}`` whatever failed: a syntax error, an unknown env, a missing file)."""
+    if as_json:
+        print(json.dumps({"valid": False, "errors": _error_entries(exc, text)}, indent=2))
+    else:
+        print(text, file=sys.stderr)
+
+
+def _error_entries(exc: Exception, text: str) -> list[dict]:
+    if isinstance(exc, SpecInvalid):
+        return [d.to_json() for d in exc.diagnostics]
+    pos = getattr(exc, "pos", None) if isinstance(exc, SpecSyntaxError) else None
+    return [{"file": pos and pos.file, "line": pos and pos.line, "column": pos and pos.column, "pointer": None,
+             "message": exc.message if pos else text, "hint": "", "environment": None}]
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-from mm2spec.errors import SpecInvalid
 from mm2spec.render import render_files, write_files
 from mm2spec.spec import promote
 from mm2spec.spec.load import load_desired_state, load_valid
@@ -14,13 +13,7 @@ from mm2spec.spec.validate import environments
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    try:
-        root = load_valid(args.spec, args.env, all_environments=args.env is None)
-    except SpecInvalid as exc:
-        if args.format == "json":
-            print(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}, indent=2))
-            return 1
-        raise
+    root = load_valid(args.spec, args.env, all_environments=args.env is None)
     checked = [args.env] if args.env else ["base"] + environments(root)
     if args.format == "json":
         print(json.dumps({"valid": True, "environments": checked}, indent=2))

@@ -8,6 +8,8 @@ in the ``dev`` environment points into the ``environments.dev`` block, not at th
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -52,48 +54,168 @@ class Mapping:
 Node = Union[Scalar, Sequence, Mapping]
 
 
+MAX_DEPTH = 64
+"""Deepest nesting of lists and mappings a spec may have. A DR spec is about eight levels deep (an
+overlay adds two); the limit keeps every recursive walk (composing, merging, the schema) far from
+Python's recursion limit."""
+MAX_NODES = 500_000
+"""Most values a spec may expand to, aliases counted at every use: a spec of 50,000 topics is
+50,000 values, while a YAML alias bomb (anchors referring to anchors) expands exponentially."""
+MAX_INT = 2**63
+"""Numbers are Java longs at most in Kafka configs; larger ones cannot mean anything here."""
+
+_STR, _INT, _FLOAT, _BOOL, _NULL, _SEQ, _MAP = (f"tag:yaml.org,2002:{t}" for t in
+                                                 ("str", "int", "float", "bool", "null", "seq", "map"))
+_MERGE = "tag:yaml.org,2002:merge"
+# Implicit YAML 1.1 types a spec has no use for: kept as the text written, so the schema reports a type.
+_AS_TEXT = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value"}
+_CONSTRUCT = {_INT: "construct_yaml_int", _FLOAT: "construct_yaml_float", _BOOL: "construct_yaml_bool",
+              _NULL: "construct_yaml_null"}
+_UNPRINTABLE_IN_VALUES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
 def _pos(file: str, mark: yaml.Mark) -> Position:
     return Position(file, mark.line + 1, mark.column + 1)
 
 
+def printable(text: str) -> str:
+    """``text`` with control, format and separator characters escaped (``\\n``, ``\\x1b``, ``\\u202e``), so
+    a value echoed in a message cannot start a forged ``FILE:LINE:COL`` line or reorder the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _tag_name(tag: str) -> str:
+    return printable("!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag)[:60]
+
+
+class _SpecComposer(yaml.SafeLoader):
+    """PyYAML's safe composer with budgets: nesting depth, and values counted through aliases.
+
+    Sizes are computed bottom-up as nodes are composed, so an alias bomb is refused from the size it
+    would expand to, without expanding it; an alias to a node that contains it has no size yet."""
+
+    def __init__(self, text: str, file: str):
+        super().__init__(text)
+        self.file = file
+        self.depth = 0
+        self.sizes: dict[int, int] = {}
+
+    def compose_node(self, parent, index):
+        start = self.peek_event().start_mark
+        if self.check_event(yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            if id(node) not in self.sizes:
+                raise SpecSyntaxError(_pos(self.file, start), "an alias refers to the value that contains it")
+            return node
+        if self.depth >= MAX_DEPTH:
+            raise SpecSyntaxError(_pos(self.file, start),
+                                  f"nested more than {MAX_DEPTH} levels deep: a DR spec is far flatter")
+        self.depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        self.sizes[id(node)] = self._size(node, start)
+        return node
+
+    def _size(self, node: yaml.Node, start: yaml.Mark) -> int:
+        if isinstance(node, yaml.ScalarNode):
+            return 1
+        children = node.value if isinstance(node, yaml.SequenceNode) else [n for pair in node.value for n in pair]
+        size = 1 + sum(self.sizes[id(child)] for child in children)
+        if size > MAX_NODES:
+            raise SpecSyntaxError(_pos(self.file, start), f"expands to more than {MAX_NODES} values "
+                                  "(YAML aliases counted at every use): write the spec out plainly")
+        return size
+
+
+def _key(key_node: yaml.Node, file: str) -> str:
+    """A mapping key: a plain string; everything YAML would make into something else is refused."""
+    where = _pos(file, key_node.start_mark)
+    if key_node.tag == _MERGE:
+        raise SpecSyntaxError(where, "YAML merge keys (<<) are not supported: write the values out")
+    if not isinstance(key_node, yaml.ScalarNode):
+        raise SpecSyntaxError(where, "a list or mapping cannot be a key: keys are names")
+    if key_node.tag != _STR:
+        raise SpecSyntaxError(where, f'key {printable(key_node.value)[:60]} is read as {_tag_name(key_node.tag)}, '
+                              f'not a name: quote it ("{printable(key_node.value)[:60]}")')
+    if not key_node.value.isprintable():
+        raise SpecSyntaxError(where, f'key "{printable(key_node.value)[:60]}" holds a control character: remove it')
+    return key_node.value
+
+
+def _scalar(node: yaml.ScalarNode, file: str) -> Any:
+    """A scalar's value: strings, finite numbers, booleans and null; other tags are refused without
+    echoing the value (it may be a secret written in the wrong place)."""
+    where = _pos(file, node.start_mark)
+    if node.tag in (_STR, *_AS_TEXT):
+        if _UNPRINTABLE_IN_VALUES.search(node.value):
+            raise SpecSyntaxError(where, "the value holds a control character or an invalid code point: remove it")
+        return node.value
+    if node.tag not in _CONSTRUCT:
+        raise SpecSyntaxError(where, f"YAML tag {_tag_name(node.tag)} is not allowed in a DR spec: "
+                              "write a plain string, number, boolean or null")
+    try:
+        value = getattr(yaml.constructor.SafeConstructor(), _CONSTRUCT[node.tag])(node)
+    except (ValueError, KeyError, TypeError, OverflowError, yaml.YAMLError):
+        value = ...
+    if value is ... or (isinstance(value, float) and not math.isfinite(value)) or \
+            (isinstance(value, int) and not isinstance(value, bool) and abs(value) >= MAX_INT):
+        raise SpecSyntaxError(where, f"not a valid {_tag_name(node.tag)[2:]}: write it plainly "
+                              "(numbers must be finite and fit in 64 bits)")
+    return value
+
+
 def _build(node: yaml.Node, file: str) -> Node:
     pos = _pos(file, node.start_mark)
-    if isinstance(node, yaml.MappingNode):
-        mapping = Mapping({}, pos)
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise SpecSyntaxError(_pos(file, key_node.start_mark), "YAML merge keys (<<) are not supported")
-            key = yaml.constructor.SafeConstructor().construct_object(key_node)
-            if not isinstance(key, str):
-                # JSON Schema only knows string keys; YAML would turn `1:` or `true:` into other types.
-                key = str(key) if not isinstance(key, bool) else str(key).lower()
-            if key in mapping.entries:
-                raise SpecSyntaxError(_pos(file, key_node.start_mark), f'duplicate key "{key}"')
-            mapping.entries[key] = _build(value_node, file)
-            mapping.key_pos[key] = _pos(file, key_node.start_mark)
-        return mapping
+    if isinstance(node, yaml.ScalarNode):
+        return Scalar(_scalar(node, file), pos)
+    if node.tag not in (_SEQ, _MAP):
+        raise SpecSyntaxError(pos, f"YAML tag {_tag_name(node.tag)} is not allowed in a DR spec: "
+                              "write a plain list or mapping")
     if isinstance(node, yaml.SequenceNode):
         return Sequence([_build(item, file) for item in node.value], pos)
-    value = yaml.constructor.SafeConstructor().construct_object(node)
-    if hasattr(value, "isoformat"):
-        # Dates and timestamps: the spec has none, keep the text so the schema reports the type.
-        value = node.value
-    return Scalar(value, pos)
+    mapping = Mapping({}, pos)
+    for key_node, value_node in node.value:
+        key = _key(key_node, file)
+        if key in mapping.entries:
+            raise SpecSyntaxError(_pos(file, key_node.start_mark), f'duplicate key "{key}"')
+        mapping.entries[key] = _build(value_node, file)
+        mapping.key_pos[key] = _pos(file, key_node.start_mark)
+    return mapping
 
 
-def parse(text: str, file: str = "<string>") -> Node:
-    """Parse YAML text into a positioned tree; syntax errors carry their line and column."""
+def _compose(text: str, file: str) -> yaml.Node | None:
+    """The YAML node graph of ``text``; every YAML problem becomes a SpecSyntaxError with its place."""
+    loader = None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _SpecComposer(text, file)
+        return loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _pos(file, mark) if mark else Position(file, 1, 1)
         problem = exc.problem or "invalid YAML"
         if exc.context:
             problem = f"{problem} ({exc.context})"
-        raise SpecSyntaxError(where, f"YAML syntax error: {problem}") from None
-    except yaml.YAMLError as exc:  # pragma: no cover - yaml raises marked errors for text input
-        raise SpecSyntaxError(Position(file, 1, 1), f"YAML error: {exc}") from None
+        raise SpecSyntaxError(where, f"YAML syntax error: {printable(problem)}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise SpecSyntaxError(Position(file, line, column),
+                              f"YAML syntax error: character U+{ord(exc.character):04X} is not allowed") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def parse(text: str, file: str = "<string>") -> Node:
+    """Parse YAML text into a positioned tree; syntax errors carry their line and column.
+
+    Only what a DR spec can hold gets through: string keys, strings, finite numbers, booleans, null,
+    lists and mappings, at most ``MAX_DEPTH`` deep and ``MAX_NODES`` values (aliases expanded)."""
+    root = _compose(text, file)
     if root is None:
         raise SpecSyntaxError(Position(file, 1, 1), "the file is empty: expected a DR spec mapping")
     tree = _build(root, file)

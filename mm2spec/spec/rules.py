@@ -11,8 +11,8 @@ import re
 from typing import Any
 
 from mm2spec.spec.patterns import java_regex_error
-from mm2spec.spec.schema import Report
-from mm2spec.spec.secrets import inline_secret
+from mm2spec.spec.schema import Report, show
+from mm2spec.spec.secrets import holds_secret, inline_secret, is_sensitive_key
 
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$")
 
@@ -21,7 +21,8 @@ def check(data: Any, report: Report) -> None:
     """Report every semantic problem of the plain document ``data``."""
     if not isinstance(data, dict):
         return
-    for rule in (check_clusters, check_mirrors, check_identity_cycles, check_connect, check_spark):
+    for rule in (check_metadata, check_clusters, check_mirrors, check_identity_cycles, check_connect, check_spark,
+                 check_secret_values):
         rule(data, report)
 
 
@@ -31,17 +32,29 @@ def _section(data: dict, name: str, kind: type) -> Any:
     return value if isinstance(value, kind) else kind()
 
 
+def _strings(data: dict, name: str) -> list[tuple[int, str]]:
+    """(index, item) of the strings in the list ``data[name]``; nothing when it is not a list (a string
+    where a list belongs is the schema's one error, not one error per character)."""
+    return [(i, item) for i, item in enumerate(_section(data, name, list)) if isinstance(item, str)]
+
+
+def check_metadata(data: dict, report: Report) -> None:
+    """Labels are free-form, so they are where a secret could be pasted: none inline."""
+    metadata = _section(data, "metadata", dict)
+    _check_inline_secrets(metadata.get("labels"), ["metadata", "labels"], report)
+
+
 def check_clusters(data: dict, report: Report) -> None:
     """Bootstrap servers are host:port; SASL has a mechanism and credentials; no inline passwords."""
     for alias, cluster in _section(data, "clusters", dict).items():
         if not isinstance(cluster, dict):
             continue
-        for i, server in enumerate(cluster.get("bootstrapServers") or []):
-            if isinstance(server, str) and not _valid_host_port(server):
-                report(["clusters", alias, "bootstrapServers", i], f'"{server}" is not host:port',
+        for i, server in _strings(cluster, "bootstrapServers"):
+            if not _valid_host_port(server):
+                report(["clusters", alias, "bootstrapServers", i], f"{show(server, [])} is not host:port",
                        "write each bootstrap server as host:port, e.g. broker-1:9092")
         security = cluster.get("security")
-        if isinstance(security, dict) and str(security.get("protocol", "")).startswith("SASL"):
+        if isinstance(security, dict) and security.get("protocol") in ("SASL_PLAINTEXT", "SASL_SSL"):
             mechanism = security.get("saslMechanism")
             if mechanism is None:
                 report(["clusters", alias, "security"], f"{security['protocol']} needs saslMechanism",
@@ -65,29 +78,26 @@ def check_mirrors(data: dict, report: Report) -> None:
         source, target = mirror.get("source"), mirror.get("target")
         for role, alias in (("source", source), ("target", target)):
             if isinstance(alias, str) and alias not in clusters:
-                defined = ", ".join(clusters) or "none"
-                report(["mirrors", i, role], f'{role} cluster "{alias}" is not defined',
-                       f"define it under clusters; defined: {defined}")
+                report(["mirrors", i, role], f"{role} cluster {show(alias, [])} is not defined",
+                       f"define it under clusters; defined: {_listed(clusters)}")
         if isinstance(source, str) and source == target:
-            report(["mirrors", i, "target"], f'source and target are the same cluster "{source}"',
+            report(["mirrors", i, "target"], f"source and target are the same cluster {show(source, [])}",
                    "a mirror copies between two different clusters")
         name = mirror.get("name") or (f"{source}-to-{target}" if source and target else None)
         if isinstance(name, str):
             if name in seen:
                 where = ["mirrors", i, "name"] if "name" in mirror else ["mirrors", i]
-                report(where, f'duplicate mirror name "{name}" (also mirrors/{seen[name]})',
+                report(where, f"duplicate mirror name {show(name, [])} (also mirrors/{seen[name]})",
                        "give each flow a unique name")
             else:
                 seen[name] = i
         for field in ("topics", "topicsExclude", "groups", "groupsExclude"):
-            for j, pattern in enumerate(mirror.get(field) or []):
-                if not isinstance(pattern, str):
-                    continue
+            for j, pattern in _strings(mirror, field):
                 why = java_regex_error(pattern)
                 if why:
-                    report(["mirrors", i, field, j], f'invalid Java regex "{pattern}": {why}')
+                    report(["mirrors", i, field, j], f"invalid Java regex {show(pattern, [])}: {why}")
                 elif "," in pattern:
-                    report(["mirrors", i, field, j], f'pattern "{pattern}" contains a comma',
+                    report(["mirrors", i, field, j], f"pattern {show(pattern, [])} contains a comma",
                            "MM2 splits topics and groups on commas: write one pattern per list item")
         tasks = mirror.get("tasksMax")
         if isinstance(tasks, int) and not isinstance(tasks, bool) and tasks < 1:
@@ -115,11 +125,11 @@ def check_connect(data: dict, report: Report) -> None:
     connect = _section(data, "connect", dict)
     alias = connect.get("cluster")
     if isinstance(alias, str) and alias not in clusters:
-        report(["connect", "cluster"], f'connect cluster "{alias}" is not defined',
-               f"use one of: {', '.join(clusters) or 'none'}")
+        report(["connect", "cluster"], f"connect cluster {show(alias, [])} is not defined",
+               f"use one of: {_listed(clusters)}")
     prefix = connect.get("internalTopicPrefix")
     if isinstance(prefix, str) and not prefix.startswith("__"):
-        report(["connect", "internalTopicPrefix"], f'"{prefix}" does not start with "__"',
+        report(["connect", "internalTopicPrefix"], f'{show(prefix, [])} does not start with "__"',
                "Connect's internal topics must start with __ so MM2's default excludes never mirror them")
     _check_inline_secrets(connect.get("config"), ["connect", "config"], report)
 
@@ -127,6 +137,33 @@ def check_connect(data: dict, report: Report) -> None:
 def check_spark(data: dict, report: Report) -> None:
     """No inline passwords in the Spark config."""
     _check_inline_secrets(_section(data, "spark", dict).get("config"), ["spark", "config"], report)
+
+
+def check_secret_values(data: dict, report: Report) -> None:
+    """A private key or a URL with a password is a secret wherever it is written (values under
+    sensitive keys are the other rules' and the schema's)."""
+    def walk(value: Any, path: list) -> None:
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if not is_sensitive_key(key):
+                    walk(child, path + [key])
+        elif isinstance(value, list):
+            for i, child in enumerate(value):
+                walk(child, path + [i])
+        elif holds_secret(value):
+            report(path, "a secret is written inline (a private key, or a password in a URL)",
+                   "keep it in a secret store and reference it, e.g. ${env:NAME} or a file location")
+
+    walk(data, [])
+
+
+LISTED_NAMES = 10
+"""Defined names a hint lists: enough to spot a typo, not a page of text for a spec with many clusters."""
+
+
+def _listed(names: dict) -> str:
+    shown = ", ".join(show(name, [])[1:-1] for name in list(names)[:LISTED_NAMES]) or "none"
+    return shown + (f" and {len(names) - LISTED_NAMES} more" if len(names) > LISTED_NAMES else "")
 
 
 def _valid_host_port(server: str) -> bool:
@@ -146,24 +183,79 @@ def _check_inline_secrets(props: Any, path: list, report: Report) -> None:
 
 
 def _identity_cycles(edges: list[tuple[str, str, int]]) -> list[tuple[int, list[str]]]:
-    """Cycles in the flow graph of identity mirrors; each reported once at the mirror that closes it."""
+    """One cycle for each set of clusters that identity mirrors join in a cycle, reported at the
+    mirror with the highest index in the set. Linear in the flows: the sets are the strongly
+    connected components of the flow graph, so a full mesh is one error, not every cycle in it."""
     graph: dict[str, list[tuple[str, int]]] = {}
     for source, target, index in edges:
-        graph.setdefault(source, []).append((target, index))
-    found: list[tuple[int, list[str]]] = []
-    reported: set[frozenset] = set()
-
-    def walk(node: str, path: list[str], indexes: list[int]) -> None:
-        for nxt, index in graph.get(node, []):
-            if nxt in path:
-                start = path.index(nxt)
-                members = frozenset(indexes[start:] + [index])
-                if members not in reported:
-                    reported.add(members)
-                    found.append((max(members), path[start:] + [nxt]))
-            else:
-                walk(nxt, path + [nxt], indexes + [index])
-
-    for start in sorted(graph):
-        walk(start, [start], [])
+        if source != target:  # a flow onto its own cluster is reported by check_mirrors
+            graph.setdefault(source, []).append((target, index))
+            graph.setdefault(target, [])
+    found = []
+    for component in _strongly_connected(graph):
+        if len(component) < 2:
+            continue
+        source, target, index = max(((s, t, i) for s in component for t, i in graph[s] if t in component),
+                                    key=lambda edge: edge[2])
+        cycle = [source] + _shortest_path(graph, target, source, component)
+        first = cycle.index(min(cycle[:-1]))
+        found.append((index, cycle[first:-1] + cycle[:first + 1]))
     return found
+
+
+def _strongly_connected(graph: dict[str, list[tuple[str, int]]]) -> list[set[str]]:
+    """Tarjan's strongly connected components, iteratively (a long chain of flows must not recurse)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for root in graph:
+        if root in order:
+            continue
+        order[root] = low[root] = len(order)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(graph[root]))]
+        while work:
+            node, children = work[-1]
+            for child, _ in children:
+                if child not in order:
+                    order[child] = low[child] = len(order)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], order[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == order[node]:
+                    component = set()
+                    while not component or member != node:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                    components.append(component)
+    return components
+
+
+def _shortest_path(graph: dict[str, list[tuple[str, int]]], start: str, goal: str, within: set[str]) -> list[str]:
+    """Clusters from ``start`` to ``goal`` (both included) along flows inside ``within`` (breadth first)."""
+    parent: dict[str, str | None] = {start: None}
+    queue = [start]
+    for node in queue:
+        if node == goal:
+            break
+        for child, _ in graph[node]:
+            if child in within and child not in parent:
+                parent[child] = node
+                queue.append(child)
+    path: list[str] = []
+    node: str | None = goal
+    while node is not None:
+        path.append(node)
+        node = parent[node]
+    return path[::-1]

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 import jsonschema
 
 from mm2spec.resources import schema_path
-from mm2spec.spec.secrets import hides_value
+from mm2spec.spec.document import printable
+from mm2spec.spec.secrets import hides_value, holds_secret
 
 SCHEMA_PATH = schema_path("dr-spec.schema.json")
 
@@ -36,10 +37,32 @@ def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
+def _is_integer(_checker, value: Any) -> bool:
+    """JSON Schema counts 2.0 as an integer; Kafka does not (``tasks.max=2.0`` fails to parse)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _whole_pattern(validator, pattern: str, instance: Any, _schema: dict):
+    """``pattern`` as ECMA-262 reads it: Python's ``$`` also matches before a final newline, which
+    would let ``"name\\n"`` through and into a file name."""
+    if not isinstance(instance, str):
+        return
+    match = _compiled(pattern).search(instance)
+    if match is None or (pattern.endswith("$") and match.end() != len(instance)):
+        yield jsonschema.ValidationError(f"does not match {pattern}")
+
+
+@lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
-    cls = jsonschema.validators.validator_for(schema())
-    cls.check_schema(schema())
+    base = jsonschema.validators.validator_for(schema())
+    base.check_schema(schema())
+    cls = jsonschema.validators.extend(base, {"pattern": _whole_pattern},
+                                       type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
     return cls(schema())
 
 
@@ -57,11 +80,27 @@ def _type_name(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
-def _show(value: Any, path: list) -> str:
-    if hides_value(path):
+SHOWN_CHARS = 80
+"""Longest value echoed in a message: enough to recognise it, short enough for one line."""
+SUGGESTED_KEYS = 64
+"""Longest unknown key that gets a "did you mean": a misspelt field name is short, and the cost of
+comparing grows with the key's length."""
+
+
+def show(value: Any, path: list) -> str:
+    """``value`` as a message may echo it: hidden under ``security`` and sensitive keys or when it holds a
+    secret, quoted with control characters escaped, and cut to ``SHOWN_CHARS``."""
+    if hides_value(path) or holds_secret(value):
         return "(value hidden)"
-    text = json.dumps(value) if not isinstance(value, str) else f'"{value}"'
-    return text if len(text) <= 80 else text[:77] + "..."
+    if isinstance(value, (dict, list)):
+        return _type_name(value)
+    text = f'"{printable(value)}"' if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
+
+
+def _suggestion(key: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1) if len(key) <= SUGGESTED_KEYS else []
+    return f'did you mean "{close[0]}"?' if close else ("allowed: " + ", ".join(allowed) if allowed else "")
 
 
 def _describe(error: jsonschema.ValidationError, report: Report) -> None:
@@ -77,9 +116,7 @@ def _describe(error: jsonschema.ValidationError, report: Report) -> None:
                        "set passwordSecret to the name of an environment variable or Pulumi secret "
                        "that holds it; the spec never holds the password", key=True)
                 continue
-            close = difflib.get_close_matches(key, allowed, n=1)
-            hint = f'did you mean "{close[0]}"?' if close else ("allowed: " + ", ".join(allowed) if allowed else "")
-            report(path + [key], f'unknown field "{key}"', hint, key=True)
+            report(path + [key], f"unknown field {show(key, [])}", _suggestion(key, allowed), key=True)
     elif kind == "required":
         missing = re.match(r"'([^']+)'", error.message)
         field = missing.group(1) if missing else "?"
@@ -90,14 +127,14 @@ def _describe(error: jsonschema.ValidationError, report: Report) -> None:
         report(path, f"expected {expected}, got {_type_name(error.instance)}")
     elif kind == "enum":
         options = ", ".join(str(v) for v in error.validator_value)
-        report(path, f"{_show(error.instance, path)} is not one of: {options}")
+        report(path, f"{show(error.instance, path)} is not one of: {options}")
     elif kind == "const":
-        report(path, f"must be {json.dumps(error.validator_value)}, got {_show(error.instance, path)}")
+        report(path, f"must be {json.dumps(error.validator_value)}, got {show(error.instance, path)}")
     elif kind == "pattern":
         _pattern_problem(path, error, report)
     elif kind == "propertyNames":
         bad = error.instance if isinstance(error.instance, str) else "?"
-        report(path + [bad], f'invalid name "{bad}": use letters, digits, "_" and "-" (at most 63)', key=True)
+        report(path + [bad], f'invalid name {show(bad, [])}: use letters, digits, "_" and "-" (at most 63)', key=True)
     elif kind == "minItems":
         n = error.validator_value
         report(path, f"must have at least {n} item{'s' if n != 1 else ''}")
@@ -107,9 +144,9 @@ def _describe(error: jsonschema.ValidationError, report: Report) -> None:
         report(path, "must not be empty")
     elif kind in ("minimum", "maximum"):
         word = "at least" if kind == "minimum" else "at most"
-        report(path, f"must be {word} {error.validator_value}, got {_show(error.instance, path)}")
+        report(path, f"must be {word} {error.validator_value}, got {show(error.instance, path)}")
     else:
-        report(path, error.message if not hides_value(path) else f"invalid value ({kind})")
+        report(path, f"invalid value ({kind})")
 
 
 def _pattern_problem(path: list, error: jsonschema.ValidationError, report: Report) -> None:
@@ -119,11 +156,11 @@ def _pattern_problem(path: list, error: jsonschema.ValidationError, report: Repo
         report(path, "passwordSecret must be the name of a secret, not a password",
                "use an environment variable or Pulumi secret name such as PRIMARY_MM2_PASSWORD")
     elif field == "master":
-        report(path, f"{_show(error.instance, path)} is not a Spark master",
+        report(path, f"{show(error.instance, path)} is not a Spark master",
                "use local[N], local[*], spark://host:port or k8s://...")
     elif field == "triggerInterval":
-        report(path, f"{_show(error.instance, path)} is not an interval", "write e.g. '1 second' or '500 milliseconds'")
+        report(path, f"{show(error.instance, path)} is not an interval", "write e.g. '1 second' or '500 milliseconds'")
     elif field == "principal":
-        report(path, f"{_show(error.instance, path)} is not a principal", "write e.g. User:mm2")
+        report(path, f"{show(error.instance, path)} is not a principal", "write e.g. User:mm2")
     else:
-        report(path, f"{_show(error.instance, path)} does not match {error.validator_value}")
+        report(path, f"{show(error.instance, path)} does not match {error.validator_value}")

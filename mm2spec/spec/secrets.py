@@ -19,6 +19,15 @@ Three uses, one rule:
   written out, but each of its sensitive options (``password``, ``clientSecret``) must be a reference;
 - ``mask(field, value)``: plans show sensitive values as ``(sensitive)``, references as they are (they
   only name a secret), and JAAS configs with their shape kept and only the secret options hidden.
+
+**Some values are secrets whatever their key** (``holds_secret``): a PEM private key, and the password
+of a URL (``http://user:password@host``). They are refused anywhere in a spec and hidden wherever a
+value is shown (``redact``).
+
+**A JAAS config is read by its grammar** (``LoginModule flag name=value ...;``, values bare, "double" or
+'single' quoted, as Kafka's ``JaasConfig`` reads them). Only one that parses can have its secret
+options told apart; anything else under a JAAS key (a bare password, a truncated config) is treated
+as a secret whole.
 """
 
 from __future__ import annotations
@@ -32,8 +41,16 @@ _SENSITIVE_KEY = re.compile(
 _SENSITIVE_SECTIONS = frozenset({"security"})
 """Spec fields whose whole subtree may hold credentials (usernames, secret names, mechanisms)."""
 _PROVIDER_REF = re.compile(r"\$\{[A-Za-z0-9_.-]+:[^}]*\}")
-# One option of a JAAS config: name="quoted value" or name=bare-value.
-_JAAS_OPTION = re.compile(r'(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(?:"(?P<quoted>[^"]*)"|(?P<bare>[^\s";]+))')
+# One option of a JAAS config: name="quoted value", name='quoted value' or name=bare-value.
+_OPTION = r"""[A-Za-z_][A-Za-z0-9_.-]*\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"';=]+)"""
+_JAAS_OPTION = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(?:"(?P<quoted>[^"]*)"|'(?P<single>[^']*)'|(?P<bare>[^\s"';=]+))""")
+# A whole JAAS config: one or more "LoginModuleClass flag option...;" entries. No nested quantifier can
+# match the same text two ways (options are separated by spaces and contain "="), so matching is linear.
+_JAAS_CONFIG = re.compile(
+    rf"(?:\s*[A-Za-z_$][A-Za-z0-9_.$]*\s+(?:required|requisite|sufficient|optional)(?:\s+{_OPTION})*\s*;)+\s*")
+_PEM_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+# The password of a URL's user info. Anchored on "://" so a long value is scanned once, not from every position.
+_URL_PASSWORD = re.compile(r"://(?P<user>[^\s/@:]*):(?P<password>[^\s/@]+)@")
 
 MASKED = "(sensitive)"
 """What a plan shows instead of a secret."""
@@ -60,9 +77,22 @@ def hides_value(path: Iterable) -> bool:
     return any(isinstance(p, str) and (p in _SENSITIVE_SECTIONS or is_sensitive_key(p)) for p in path)
 
 
+def holds_secret(value: object) -> bool:
+    """Whether a value is a secret whatever its key: it holds a PEM private key or a URL's password."""
+    return isinstance(value, str) and bool(_PEM_PRIVATE_KEY.search(value) or _URL_PASSWORD.search(value))
+
+
+def redact(value: object) -> object:
+    """The value with what ``holds_secret`` finds hidden: a URL keeps its user and host, a PEM key is hidden whole."""
+    if not holds_secret(value):
+        return value
+    if _PEM_PRIVATE_KEY.search(value):
+        return MASKED
+    return _URL_PASSWORD.sub(lambda m: f"://{m.group('user')}:{MASKED}@", value)
+
+
 def _option_value(option: re.Match) -> str:
-    quoted = option.group("quoted")
-    return quoted if quoted is not None else option.group("bare")
+    return next(v for v in option.group("quoted", "single", "bare") if v is not None)
 
 
 def _is_literal_secret(option: re.Match) -> bool:
@@ -73,9 +103,13 @@ def _is_literal_secret(option: re.Match) -> bool:
 def _hide_option(option: re.Match) -> str:
     if not _is_literal_secret(option):
         return option.group(0)
-    quoted = option.group("quoted") is not None
-    head = option.group(0)[:option.start("quoted" if quoted else "bare") - option.start()]
-    return head + (f'{MASKED}"' if quoted else MASKED)
+    group = next(g for g in ("quoted", "single", "bare") if option.group(g) is not None)
+    head = option.group(0)[:option.start(group) - option.start()]
+    return head + MASKED + option.group(0)[option.end(group) - option.start():]
+
+
+def _parses_as_jaas(text: str) -> bool:
+    return bool(_JAAS_CONFIG.fullmatch(text))
 
 
 def inline_secret(key: str, value: Any) -> bool:
@@ -83,8 +117,8 @@ def inline_secret(key: str, value: Any) -> bool:
     if not is_sensitive_key(key) or value is None or isinstance(value, (bool, dict, list)):
         return False
     text = str(value)
-    if is_jaas_key(key):
-        return any(_is_literal_secret(option) for option in _JAAS_OPTION.finditer(text))
+    if is_jaas_key(key) and not is_provider_reference(text):
+        return not _parses_as_jaas(text) or any(_is_literal_secret(option) for option in _JAAS_OPTION.finditer(text))
     return not is_provider_reference(text)
 
 
@@ -92,12 +126,13 @@ def mask(field: str, value: object) -> object:
     """The value, or ``(sensitive)`` when the field can hold a secret and the value is not a reference.
 
     A JAAS config keeps its shape (login module, username) with only its secret options hidden; one
-    without any secret option it can recognise is hidden whole: it cannot be told safe."""
+    that does not parse as JAAS is hidden whole: it cannot be told safe. Under any other field, what
+    ``holds_secret`` finds is hidden (``redact``)."""
     if value is None or not is_sensitive_key(field):
-        return value
+        return redact(value)
     text = str(value)
     if is_provider_reference(text):
         return value
-    if is_jaas_key(field) and any(is_sensitive_key(o.group("name")) for o in _JAAS_OPTION.finditer(text)):
+    if is_jaas_key(field) and _parses_as_jaas(text):
         return _JAAS_OPTION.sub(_hide_option, text)
     return MASKED

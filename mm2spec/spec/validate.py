@@ -15,7 +15,7 @@ from typing import Iterable
 
 from mm2spec.errors import UnknownEnvironment
 from mm2spec.spec import rules, schema
-from mm2spec.spec.document import Mapping, Node, Position, locate, pointer, to_plain
+from mm2spec.spec.document import Mapping, Node, Position, locate, pointer, printable, to_plain
 from mm2spec.spec.overlay import merge
 
 
@@ -40,7 +40,10 @@ class Diagnostic:
 
     @classmethod
     def at(cls, pos: Position, path: Iterable, message: str, hint: str = "") -> "Diagnostic":
-        return cls(pos.file, pos.line, pos.column, pointer(list(path)), message, hint)
+        """A diagnostic whose every part prints on one line: a key or value written with a newline
+        cannot forge a second ``FILE:LINE:COL`` line."""
+        return cls(printable(pos.file), pos.line, pos.column, printable(pointer(list(path))), printable(message),
+                   printable(hint))
 
     def __str__(self) -> str:
         where = f"environment {self.env}: " if self.env else ""
@@ -67,8 +70,8 @@ def resolve(root: Node, env: str | None) -> Node:
         return base
     known = environments(root)
     if env not in known:
-        listed = ", ".join(known) if known else "none"
-        raise UnknownEnvironment(f'unknown environment "{env}": the spec defines {listed}')
+        listed = printable(", ".join(known)) if known else "none"
+        raise UnknownEnvironment(f'unknown environment "{printable(env)}": the spec defines {listed}')
     overlay = root.entries["environments"].entries[env]
     merged = merge(base, overlay) if isinstance(overlay, Mapping) else base
     return merged
@@ -84,11 +87,12 @@ def validate(root: Node, env: str | None = None, all_environments: bool = False)
     # An error the base has shows up in every environment at the same place: it is the base's and
     # is reported once, untagged. Errors only an environment has say which environment.
     base_problems = _problems(resolve(root, None))
+    in_base = set(base_problems)
     for name in targets:
         if name is None:
             problems += base_problems
         else:
-            problems += [d if d in base_problems else dataclasses.replace(d, env=name)
+            problems += [d if d in in_base else dataclasses.replace(d, env=name)
                          for d in _problems(resolve(root, name))]
     return sorted(set(problems))
 

@@ -126,7 +126,8 @@ def test_secrets_are_masked_in_every_format(plan):
 
 
 def test_mask():
-    assert mask("sasl.jaas.config", 'x password="p";') == 'x password="(sensitive)";'
+    assert mask("sasl.jaas.config", 'x required password="p";') == 'x required password="(sensitive)";'
+    assert mask("sasl.jaas.config", 'x password="p";') == "(sensitive)"  # not JAAS: hidden whole
     assert mask("ssl.truststore.password", "changeit") == "(sensitive)"
     assert mask("ssl.truststore.password", "${env:TS}") == "${env:TS}"
     assert mask("tasks.max", "4") == "4"
