@@ -22,6 +22,7 @@ from mm2spec.errors import ComponentMissing
 from mm2spec.dev import BrokerSpec, ConnectWorker, DevPorts, DevStack, DevState, JavaProcess, connect_worker_properties
 from mm2spec.dev import process as dev_process
 from mm2spec.dev.config import read_properties
+from mm2spec.dev.toxiproxy import ProxiedPair
 
 from required import missing_component
 
@@ -42,6 +43,19 @@ def kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevState]:
     stack, state = _start_pair(tmp_path_factory.mktemp("kafka-pair"), secure=False)
     yield state
     stack.down()
+
+
+@pytest.fixture(scope="session")
+def proxied_kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedPair]:
+    """Its own clusters ``primary`` and ``dr`` (PLAINTEXT), each also reachable through a Toxiproxy
+    proxy (``specs[name].proxied_bootstrap``): tests may cut the proxies and restart the brokers."""
+    try:
+        pair = ProxiedPair.on_free_ports(tmp_path_factory.mktemp("proxied-pair"), tie_to_parent=True).up(timeout=300)
+    except ComponentMissing as exc:
+        missing_component(exc)
+        raise  # not reached: fail/skip raise
+    yield pair
+    pair.down()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,202 @@
+"""Fault drills: the Spark mirror on a :class:`~mm2spec.dev.toxiproxy.ProxiedPair` under a live
+producer, while its driver is killed, a broker restarts or a network link is cut; afterwards
+every record the source acknowledged is accounted for on the target (:mod:`mm2spec.dev.ledger`).
+
+The job is driven only through its public interface (a job config as ``render`` writes it and
+:mod:`mm2spec.runtime.deployment`), so the drills hold for whichever writer the job has. The
+fault-matrix benchmark prints their results; the fault tests assert on them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mm2spec.dev.ledger import Ledger, SequencedProducer, ledger_job
+from mm2spec.dev.toxiproxy import ProxiedPair
+from mm2spec.errors import DevError
+from mm2spec.runtime import deployment as mirror
+from mm2spec.runtime.process import POLL_SECONDS
+
+#: The job's JVM start and first batch on a busy 2-core machine: minutes, not seconds.
+JOB_START_TIMEOUT_S = 600.0
+#: How long the mirror may take to hold every record acknowledged when a fault ended. Generous:
+#: a restarted job backs off before it retries a failed query, and the machine is shared.
+RECOVERY_TIMEOUT_S = 600.0
+#: A killed driver's process group is gone within a second; this bounds a stuck /proc.
+KILL_WAIT_S = 30.0
+#: Records the mirror must deliver before the next fault, so every fault hits a running mirror.
+PROGRESS_RECORDS = 500
+#: A broker's restart, like its first start, is a JVM start on a shared machine.
+BROKER_READY_TIMEOUT_S = 300.0
+PARTITIONS = 4
+VALUE_SIZE = 200
+FLOW = "primary-to-dr"
+
+
+@dataclass
+class DrillResult:
+    """One row of the fault matrix."""
+
+    case: str
+    """What was done, e.g. ``kill -9 driver``."""
+    delivery: str
+    """at-least-once | exactly-once (judged with read_committed)."""
+    faults: int
+    """How many times the fault was applied."""
+    acknowledged: int = 0
+    """Records the source broker acknowledged to the producer."""
+    unique: int = 0
+    """Distinct records on the target."""
+    lost: int = 0
+    """Acknowledged records never seen on the target."""
+    duplicates: int = 0
+    altered: int = 0
+    """Records on the target with a foreign key, on another partition or with other content."""
+    recovery_s: list[float] = field(default_factory=list)
+    """Per fault: seconds from the fault's end until the target held every record acknowledged then."""
+    job_restarts: int = 0
+    """Failed queries the running job restarted by itself (from its status file)."""
+
+
+class Drill:
+    """One ledger topic mirrored from ``pair``'s primary to dr through the proxies, under a
+    producer writing ``rate`` records/s directly to primary; a ledger reads dr directly."""
+
+    def __init__(self, pair: ProxiedPair, work: Path, name: str, *, exactly_once: bool, rate: float):
+        self.pair, self.work, self.name = pair, Path(work), name
+        self.topic = f"{name}-{os.urandom(3).hex()}"
+        self.exactly_once = exactly_once
+        self.rate = rate
+        state = pair.state
+        self.source, self.target = state.client_config("primary"), state.client_config("dr")
+        self.job = ledger_job(name, pair.specs["primary"].proxied_bootstrap, pair.specs["dr"].proxied_bootstrap,
+                              self.topic, str(self.work / name / "checkpoints"), exactly_once=exactly_once)
+        self.producer = SequencedProducer(self.source, self.topic, PARTITIONS, rate=rate, value_size=VALUE_SIZE)
+        isolation = "read_committed" if exactly_once else "read_uncommitted"
+        self.ledger = Ledger(self.target, self.topic, PARTITIONS, isolation=isolation, value_size=VALUE_SIZE)
+        self.deployment = None
+        self.restarts_before = 0
+
+    @property
+    def delivery(self) -> str:
+        return "exactly-once" if self.exactly_once else "at-least-once"
+
+    def __enter__(self) -> Drill:
+        from confluent_kafka.admin import AdminClient, NewTopic  # imported late: the CLI should start fast
+
+        admin = AdminClient(self.source)
+        for future in admin.create_topics([NewTopic(self.topic, PARTITIONS, -1)]).values():
+            future.result(60)
+        self.producer.start()
+        self.start_job()
+        self._wait(lambda: self._target_exists(), JOB_START_TIMEOUT_S, "the target topic")
+        self.progress()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.ledger.close()
+        if self.deployment is not None:
+            mirror.stop(self.deployment)
+        if not self.producer.done():
+            self.producer.stop()
+
+    # ----------------------------------------------------------------- the job
+
+    def start_job(self) -> None:
+        self.deployment = mirror.start(self.job, state_dir=self.work / self.name / "state",
+                                       wait_running=JOB_START_TIMEOUT_S)
+
+    def kill_driver(self) -> None:
+        """kill -9 of the driver's whole process group (its Python process, JVM and workers)."""
+        self.restarts_before += self.job_restarts()
+        os.killpg(self.deployment.pid, signal.SIGKILL)
+        deadline = time.monotonic() + KILL_WAIT_S
+        while mirror.status(self.deployment).running:
+            if time.monotonic() > deadline:
+                raise DevError(f"the driver (pid {self.deployment.pid}) outlived kill -9 by {KILL_WAIT_S:.0f}s")
+            time.sleep(POLL_SECONDS)
+
+    def job_restarts(self) -> int:
+        flows = mirror.status(self.deployment).flows if self.deployment else {}
+        return int((flows.get(FLOW) or {}).get("restarts") or 0)
+
+    # ----------------------------------------------------------------- progress
+
+    def progress(self, records: int = PROGRESS_RECORDS) -> None:
+        """Wait until ``records`` more records have reached the target."""
+        wanted = self.ledger.unique() + records
+        self._wait(lambda: self.ledger.read(1.0) >= 0 and self.ledger.unique() >= wanted, RECOVERY_TIMEOUT_S,
+                   f"{records} more records on the target")
+
+    def recovery(self) -> float:
+        """Seconds until the target holds every record acknowledged now (call it as a fault ends)."""
+        began = time.monotonic()
+        wanted = self.producer.snapshot()
+        self._wait(lambda: self.ledger.read(1.0) >= 0 and self.ledger.missing(wanted) == 0, RECOVERY_TIMEOUT_S,
+                   "the target to hold every record acknowledged when the fault ended")
+        return time.monotonic() - began
+
+    def finish(self, case: str, recovery_s: list[float]) -> DrillResult:
+        """Stop the producer, let the target catch up, count; one fault per ``recovery_s`` entry."""
+        self.producer.stop()
+        count = self.ledger.catch_up(self.producer, RECOVERY_TIMEOUT_S, alive=lambda: self._running())
+        return DrillResult(case, self.delivery, len(recovery_s), self.producer.acknowledged, count.unique,
+                           count.lost, count.duplicates, count.corrupt, recovery_s,
+                           self.restarts_before + self.job_restarts())
+
+    def _running(self) -> bool:
+        return mirror.status(self.deployment).running
+
+    def _target_exists(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        topics = AdminClient(self.target).list_topics(timeout=10).topics
+        return self.topic in topics and not topics[self.topic].error
+
+    def _wait(self, check, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if self.deployment is not None and not self._running():
+                raise DevError(f"the mirroring job died while waiting for {what}; see {self.deployment.log_file}")
+            if time.monotonic() > deadline:
+                raise DevError(f"timed out after {timeout:.0f}s waiting for {what}; see {self.deployment.log_file}")
+            time.sleep(POLL_SECONDS)
+
+
+# ------------------------------------------------------------------------------------- faults
+# Each applies one fault to a running drill and returns the seconds from the fault's end until the
+# target held every record the source had acknowledged by then.
+
+
+def kill_driver(drill: Drill, rng: random.Random, *, max_delay_s: float = 8.0) -> float:
+    """Let the mirror deliver, wait a random 0..``max_delay_s`` s (mid-batch, between batches,
+    while committing), kill -9 the driver and start the job again at once."""
+    drill.progress()
+    time.sleep(rng.uniform(0, max_delay_s))  # the random point of the kill, not a wait for a state
+    drill.kill_driver()
+    drill.start_job()
+    return drill.recovery()
+
+
+def restart_broker(drill: Drill, cluster: str) -> float:
+    """Stop ``cluster``'s broker mid-stream and start it again (same storage)."""
+    drill.progress()
+    drill.pair.restart(cluster, BROKER_READY_TIMEOUT_S)
+    return drill.recovery()
+
+
+def cut_link(drill: Drill, cluster: str, seconds: float) -> float:
+    """Cut the link between the mirror and ``cluster`` for ``seconds``: open connections closed,
+    new ones refused."""
+    drill.progress()
+    drill.pair.cut(cluster)
+    try:
+        time.sleep(seconds)  # the length of the outage itself
+    finally:
+        drill.pair.heal(cluster)
+    return drill.recovery()

@@ -1,0 +1,70 @@
+"""The cheaper rows of the fault matrix (``benchmarks/fault_matrix.py`` runs them all, more often):
+the Spark mirror, under a live producer, loses nothing when its driver is killed, when either
+broker restarts or when its link to either cluster is cut; with exactly-once a read_committed
+consumer of the target sees no record twice.
+
+Each test runs one :class:`~mm2spec.dev.faults.Drill` on the ``proxied_kafka_pair`` fixture and
+judges only what the target holds against what the source acknowledged.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from mm2spec.dev.faults import Drill, cut_link, kill_driver, restart_broker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_spark_mirror import spark_ready  # noqa: E402,F401 - the fixture
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+#: Records/s of the live producer: enough that every fault lands mid-stream, little enough for a
+#: shared 2-core machine.
+RATE = 1000.0
+KILLS = 2
+#: A network outage long enough for the clients' sessions and requests to time out and retry;
+#: ``benchmarks/fault_matrix.py`` cuts for 30 s.
+CUT_SECONDS = 10.0
+#: Fixed, so a failure can be replayed with the same kill points.
+SEED = 14
+
+
+def assert_nothing_lost(result) -> None:
+    assert result.acknowledged > 0, "the producer wrote nothing: the drill proves nothing"
+    assert result.lost == 0, f"{result.lost} acknowledged records never reached the target: {result}"
+    assert result.altered == 0, f"{result.altered} records changed on the way: {result}"
+    assert result.unique == result.acknowledged, result
+
+
+def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spark_ready, tmp_path):
+    """One job run, every fault in turn: the driver killed twice, each broker restarted, the link
+    to each cluster cut. Nothing lost, nothing read twice with read_committed, and the
+    target catches up after every fault."""
+    rng = random.Random(SEED)
+    with Drill(proxied_kafka_pair, tmp_path, "faults-eos", exactly_once=True, rate=RATE) as drill:
+        recovery = {f"kill -9 driver #{n}": kill_driver(drill, rng) for n in range(1, KILLS + 1)}
+        for cluster in ("primary", "dr"):
+            recovery[f"{cluster} broker restart"] = restart_broker(drill, cluster)
+        for cluster in ("primary", "dr"):
+            recovery[f"{CUT_SECONDS:.0f} s cut mirror<->{cluster}"] = cut_link(drill, cluster, CUT_SECONDS)
+        result = drill.finish("all faults", list(recovery.values()))
+    print("\n" + "\n".join(f"{case}: caught up {seconds:.1f} s after" for case, seconds in recovery.items()))
+    print(result)
+    assert_nothing_lost(result)
+    assert result.duplicates == 0, f"{result.duplicates} records read twice with read_committed"
+    assert result.faults == KILLS + 4
+
+
+def test_at_least_once_driver_kills_lose_nothing(proxied_kafka_pair, spark_ready, tmp_path):
+    """Replayed micro-batches may write records again (counted), but none goes missing."""
+    rng = random.Random(SEED)
+    with Drill(proxied_kafka_pair, tmp_path, "kills-alo", exactly_once=False, rate=RATE) as drill:
+        result = drill.finish("kill -9 driver", [kill_driver(drill, rng) for _ in range(KILLS)])
+    print(f"\n{result}")
+    assert_nothing_lost(result)
+    assert result.faults == KILLS
