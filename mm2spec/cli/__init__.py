@@ -1,8 +1,8 @@
 """cli: the ``mm2spec`` command line. Flags -> one call -> exit code; no logic lives here.
 
 One module per command family registers its subcommands (``add_parsers``) and holds their
-handlers: ``spec`` (validate, render, promote), ``plan``, ``mirror``, ``dev`` (local clusters and
-demo data). Handlers print what the call returned; this module turns every ``Mm2specError`` into
+handlers: ``spec`` (validate, render, promote), ``plan``, ``mirror``, ``playbook`` (playbook run,
+verify, failover), ``dev`` (local clusters and demo data). Handlers print what the call returned; this module turns every ``Mm2specError`` into
 its message and exit 1.
 
 Exit codes: 0 success; 1 invalid input or failure; 2 (``--detailed-exitcode``) changes present.
@@ -20,10 +20,10 @@ import sys
 import traceback
 
 from mm2spec import __version__
-from mm2spec.cli import dev, mirror, plan, spec
-from mm2spec.errors import Mm2specError, SpecInvalid, SpecSyntaxError
+from mm2spec.cli import dev, mirror, plan, playbook, spec
+from mm2spec.errors import Mm2specError, PlaybookInvalid, SpecInvalid, SpecSyntaxError
 
-FAMILIES = (spec, plan, mirror, dev)
+FAMILIES = (spec, plan, mirror, playbook, dev)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except Mm2specError as exc:
         # Spec problems already read FILE:LINE:COL: ...; other errors get an "error:" prefix.
-        located = isinstance(exc, (SpecInvalid, SpecSyntaxError))
+        located = isinstance(exc, (SpecInvalid, SpecSyntaxError, PlaybookInvalid))
         _report(exc, str(exc) if located else f"error: {exc}", as_json)
         return 1
     except KeyboardInterrupt:

@@ -1,0 +1,135 @@
+"""``mm2spec playbook run|modules``, ``mm2spec verify`` and ``mm2spec failover``: DR operations.
+
+Progress goes to stderr as each task starts and ends (a spinner line for waits on a terminal);
+the report goes to stdout in the chosen format. Exit codes: 0 done (or nothing to do), 2 with
+``--check`` when changes are pending, 1 a task failed or the input is bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+
+# A wait's progress line is redrawn at most this often on a terminal, and printed at most every
+# PLAIN_PROGRESS_S when stderr is a file or pipe (a CI log should not get a line per poll).
+SPINNER_S = 0.1
+PLAIN_PROGRESS_S = 5.0
+
+
+class Progress:
+    """Prints task lines and wait spinners to stderr."""
+
+    def __init__(self, diff: bool, quiet: bool):
+        self.diff, self.quiet = diff, quiet
+        self.tty = sys.stderr.isatty()
+        self.spin = itertools.cycle("|/-\\")
+        self.last = 0.0
+        self.pending = False
+
+    def _clear(self) -> None:
+        if self.pending and self.tty:
+            sys.stderr.write("\r\033[K")
+        self.pending = False
+
+    def wait(self, text: str) -> None:
+        now = time.monotonic()
+        if self.quiet or now - self.last < (SPINNER_S if self.tty else PLAIN_PROGRESS_S):
+            return
+        self.last = now
+        if self.tty:
+            sys.stderr.write(f"\r\033[K  {next(self.spin)} {text[:150]}")
+            self.pending = True
+        else:
+            print(f"  ... {text}", file=sys.stderr)
+        sys.stderr.flush()
+
+    def task(self, event: str, task, result) -> None:
+        from mm2spec.ops.report import task_line
+
+        if self.quiet:
+            return
+        self._clear()
+        if event == "start":
+            print(f"TASK [{task.name}] {task.module.name} ...", file=sys.stderr, flush=True)
+        else:
+            print(f"  {task_line(result, self.diff)}", file=sys.stderr, flush=True)
+
+
+def run_playbook(args: argparse.Namespace, playbook_name: str) -> int:
+    from mm2spec.ops.context import Context, Options, parse_limit
+    from mm2spec.ops.playbook import load_playbook
+    from mm2spec.ops.report import render
+    from mm2spec.ops.runner import run
+    from mm2spec.spec.load import load_desired_state
+
+    playbook = load_playbook(playbook_name)
+    state = load_desired_state(args.spec, args.env)
+    flows, groups = parse_limit(args.limit)
+    options = Options(check=args.check, diff=args.diff, source_unreachable=args.source_unreachable,
+                      allow_rewind=args.allow_rewind, skip_active=args.skip_active, limit_flows=flows,
+                      limit_groups=groups, state_dir=args.state_dir, connect_url=args.connect_url)
+    progress = Progress(args.diff, quiet=args.quiet)
+    ctx = Context(state, options, progress=progress.wait)
+    report = run(playbook, ctx, _names(args.tags), _names(args.skip_tags), listener=progress.task)
+    progress._clear()
+    sys.stdout.write(render(report, args.format, args.diff))
+    return report.exit_code()
+
+
+def _names(values: list[str] | None) -> list[str]:
+    return [n.strip() for v in values or () for n in v.split(",") if n.strip()]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return run_playbook(args, args.playbook)
+
+
+def cmd_modules(_args: argparse.Namespace) -> int:
+    from mm2spec.ops.catalogue import CATALOGUE
+    from mm2spec.ops.playbook import VARIABLES
+
+    for name, module in sorted(CATALOGUE.items()):
+        params = ", ".join(sorted(module.args.get("properties", {}))) or "-"
+        print(f"{name:<24} {module.summary} (arguments: {params})")
+    print("\nwhen: variables")
+    for name, meaning in VARIABLES.items():
+        print(f"  {name:<20} {meaning}")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="the DR spec YAML file")
+    p.add_argument("--env", help="the environment (default: the base spec)")
+    p.add_argument("--check", action="store_true", help="read live state and say what would change; write nothing")
+    p.add_argument("--diff", action="store_true", help="show before -> after for each change")
+    p.add_argument("--tags", action="append", metavar="T", help="run only tasks with these tags (comma-separated)")
+    p.add_argument("--skip-tags", action="append", metavar="T", help="skip tasks with these tags")
+    p.add_argument("--limit", action="append", metavar="flow=NAME,group=REGEX",
+                   help="only these flows and/or groups (repeatable)")
+    p.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="the report's format")
+    p.add_argument("--source-unreachable", action="store_true",
+                   help="unplanned failover: the source is gone; translate from the checkpoints on DR")
+    p.add_argument("--allow-rewind", action="store_true", help="let a commit move a group backwards on DR")
+    p.add_argument("--skip-active", action="store_true", help="leave groups with active members on DR alone")
+    p.add_argument("--state-dir", help="the Spark job's state folder (default .mm2spec/spark/<spec name>)")
+    p.add_argument("--connect-url", help="the Connect REST URL (default: the spec's connect.restUrl)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def add_parsers(commands) -> None:
+    p = commands.add_parser("playbook", help="run a DR playbook (verify, failover, or your own copy)")
+    sub = p.add_subparsers(dest="playbook_command", metavar="ACTION")
+    sub.required = True
+    r = sub.add_parser("run", help="run PLAYBOOK (a file, or a bundled name) against SPEC")
+    r.add_argument("playbook", help="a playbook file, or a bundled one: verify, failover")
+    _common(r)
+    r.set_defaults(func=cmd_run)
+    m = sub.add_parser("modules", help="list the modules a playbook can call and the when: variables")
+    m.set_defaults(func=cmd_modules)
+    for name, text in (("verify", "is DR healthy? (the bundled verify playbook; exit 1 when not)"),
+                       ("failover", "move consumers to DR (the bundled failover playbook)")):
+        c = commands.add_parser(name, help=text)
+        _common(c)
+        c.set_defaults(func=lambda args, name=name: run_playbook(args, name))

@@ -1,0 +1,144 @@
+"""What every task of a run sees: the compiled spec, the options, the selected flows, shared facts,
+and the clients (made once per cluster, closed at the end).
+
+Tasks hand results to later tasks through ``facts`` (``offsets.translate`` leaves the translations
+for ``offsets.commit``), as Ansible's ``register`` does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mm2spec.errors import OperationRefused
+from mm2spec.live.kafka import KafkaAdmin, SecretLookup, env_secrets
+from mm2spec.live.state import FailoverState
+from mm2spec.runtime.deployment import state_dir_of
+from mm2spec.spec.model import DesiredState, MirrorFlow
+
+# How long a wait task (drain, stop) waits unless its ``timeout`` argument says otherwise.
+DEFAULT_WAIT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command line's choices for one run."""
+
+    check: bool = False
+    diff: bool = False
+    source_unreachable: bool = False
+    allow_rewind: bool = False
+    skip_active: bool = False
+    limit_flows: tuple[str, ...] = ()
+    limit_groups: str | None = None
+    state_dir: str | None = None
+    """The Spark job's state folder (default ``.mm2spec/spark/<spec name>``)."""
+    connect_url: str | None = None
+    """Overrides the spec's ``connect.restUrl``."""
+
+
+def parse_limit(values: list[str] | None) -> tuple[tuple[str, ...], str | None]:
+    """``--limit flow=NAME,group=REGEX`` (repeatable) -> (flow names, group regex)."""
+    flows: list[str] = []
+    groups: list[str] = []
+    for value in values or ():
+        for part in value.split(","):
+            key, sep, text = part.partition("=")
+            if not sep or key.strip() not in ("flow", "group") or not text.strip():
+                raise OperationRefused(f"--limit {value!r}: use flow=NAME and/or group=REGEX, comma-separated")
+            (flows if key.strip() == "flow" else groups).append(text.strip())
+    regex = "|".join(f"(?:{g})" for g in groups) or None
+    if regex is not None:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise OperationRefused(f"--limit group=...: not a regular expression ({exc})") from None
+    return tuple(flows), regex
+
+
+class Context:
+    """One run's shared state; ``progress`` reports a wait's state (the CLI shows a spinner)."""
+
+    def __init__(self, state: DesiredState, options: Options, secrets: SecretLookup = env_secrets,
+                 progress: Callable[[str], None] = lambda _text: None, clock: Callable[[], float] = time.time):
+        self.state = state
+        self.options = options
+        self.secrets = secrets
+        self.progress = progress
+        self.clock = clock
+        self.facts: dict[str, Any] = {}
+        self.flows: list[MirrorFlow] = self._select_flows()
+        self._admins: dict[str, KafkaAdmin] = {}
+        self._clients: dict[tuple, Any] = {}
+        self._states: dict[str, FailoverState] | None = None
+
+    def _select_flows(self) -> list[MirrorFlow]:
+        names = [f.name for f in self.state.mirrors]
+        unknown = [n for n in self.options.limit_flows if n not in names]
+        if unknown:
+            raise OperationRefused(f"--limit flow={', '.join(unknown)}: no such flow in the spec (flows: {', '.join(names)})")
+        return [f for f in self.state.mirrors if not self.options.limit_flows or f.name in self.options.limit_flows]
+
+    def group_selected(self, group: str) -> bool:
+        return self.options.limit_groups is None or re.fullmatch(self.options.limit_groups, group) is not None
+
+    # ------------------------------------------------------------------------------- clients
+    def admin(self, alias: str) -> KafkaAdmin:
+        if alias not in self._admins:
+            self._admins[alias] = KafkaAdmin(self.state.cluster(alias), self.secrets)
+        return self._admins[alias]
+
+    def client(self, kind: type, alias: str, **options) -> Any:
+        """One client of ``kind`` (``RecordReader``, ``GroupOffsets``) per cluster and options."""
+        key = (kind, alias, tuple(sorted(options.items())))
+        if key not in self._clients:
+            self._clients[key] = kind(self.state.cluster(alias), self.secrets, **options)
+        return self._clients[key]
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            close = getattr(client, "close", None)
+            if close:
+                close()
+        self._clients.clear()
+
+    @property
+    def spark_state_dir(self) -> Path:
+        return state_dir_of(self.state.name, self.options.state_dir)
+
+    @property
+    def connect_url(self) -> str | None:
+        return self.options.connect_url or self.state.connect.rest_url
+
+    # -------------------------------------------------------------------------- DR state
+    def failover_states(self, refresh: bool = False) -> dict[str, FailoverState]:
+        """The recorded failover state of the selected flows (read from each target cluster)."""
+        from mm2spec.live.dr_state import read_states
+
+        if self._states is None or refresh:
+            found: dict[str, FailoverState] = {}
+            for target in sorted({f.target for f in self.flows}):
+                found.update(read_states(self.state.cluster(target), self.secrets))
+            self._states = {f.name: found[f.name] for f in self.flows if f.name in found}
+        return self._states
+
+    def variables(self) -> dict[str, Any]:
+        """The values ``when`` conditions see."""
+        states = self.failover_states() if not self.options.source_unreachable or self.flows else {}
+        failover = self.state.failover
+        return {
+            "check": self.options.check,
+            "planned": not self.options.source_unreachable,
+            "source_unreachable": self.options.source_unreachable,
+            "failed_over": bool(self.flows) and all(states.get(f.name) is not None and states[f.name].phase == "failed-over"
+                                                    for f in self.flows),
+            "resuming": any(f.name in states for f in self.flows),
+            "engine": self.state.engine,
+            "fence": failover.fence and bool(failover.clients),
+            "clients": bool(failover.clients),
+            "exactly_once": any(f.exactly_once for f in self.flows),
+            "heartbeats": any(f.heartbeats for f in self.flows),
+        }

@@ -1,0 +1,224 @@
+"""Modules ``offsets.translate`` and ``offsets.commit``: every selected group's source position,
+translated to DR exactly (see ``translate``), then committed there.
+
+Planned (the source answers): walk from the nearest offset sync on both clusters, by content.
+Unplanned (``--source-unreachable``): the checkpoints already on DR (MM2's rounding down: no
+record skipped, re-reads bounded by the sync before it), with the bound reported per partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from mm2spec.errors import OperationRefused
+from mm2spec.live.records import GroupOffsets, RecordReader
+from mm2spec.live.state import Record
+from mm2spec.ops.context import Context
+from mm2spec.ops.module import Module, arguments
+from mm2spec.ops.report import Outcome
+from mm2spec.ops.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions, source_topic_of
+from mm2spec.ops.translate import Anchor, PartitionWindow, Translation, align, mm2_translation, nearest_sync
+from mm2spec.spec.model import MirrorFlow
+
+TRANSLATIONS = "translations"
+"""The fact ``offsets.translate`` leaves for ``offsets.commit`` and the report."""
+BY_FLOW = "translations by flow"
+# A walk first reads this many DR records past the span the source window implies (room for
+# at-least-once duplicates and transaction markers), then doubles until it is complete.
+WALK_SLACK = 64
+# Records read past a committed offset, to find the first record the group has not consumed
+# when transaction markers or compaction leave gaps right after it.
+LOOKAHEAD = 16
+
+
+class _Windows:
+    """Cached reads of one cluster's partitions, so many groups on one partition read it once."""
+
+    def __init__(self, reader: RecordReader):
+        self.reader = reader
+        self.windows: dict[tuple[str, int], PartitionWindow] = {}
+        self.ends: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        if (topic, partition) not in self.ends:
+            self.ends[(topic, partition)] = self.reader.watermarks(topic, partition)
+        return self.ends[(topic, partition)]
+
+    def records(self, topic: str, partition: int, start: int, end: int) -> list[Record]:
+        low, high = self.bounds(topic, partition)
+        start, end = max(start, low), min(end, high)
+        window = self.windows.setdefault((topic, partition), PartitionWindow())
+        for lo, hi in window.missing(start, end):
+            window.add(lo, hi, self.reader.read(topic, partition, lo, hi))
+        return window.between(start, end)
+
+
+def _exact(group: str, part: MirroredPartition, committed: int, syncs: list[tuple[int, int]],
+           source: _Windows, dr: _Windows) -> Translation:
+    src_low, src_high = source.bounds(part.topic, part.partition)
+    dr_low, dr_high = dr.bounds(part.target_topic, part.partition)
+    anchor = nearest_sync(syncs, committed)
+    if anchor is None or anchor.upstream < src_low:
+        # No sync at or below the commit (none written yet, or compacted away): both logs' starts
+        # agree when the mirror began at the source's beginning; the walk checks that by content.
+        anchor = Anchor(src_low, dr_low, from_sync=False)
+    base = dict(group=group, topic=part.topic, partition=part.partition, target_topic=part.target_topic,
+                committed=committed, method="exact", mm2_offset=mm2_translation(anchor, committed))
+    if committed < src_low:
+        return Translation(dr_offset=None, note=f"committed offset {committed} is before the source's log start "
+                           f"{src_low} (deleted by retention): reset the group", **base)
+    src = source.records(part.topic, part.partition, anchor.upstream, committed + LOOKAHEAD)
+    span = (committed - anchor.upstream) + WALK_SLACK
+    while True:
+        walked = dr.records(part.target_topic, part.partition, anchor.downstream, anchor.downstream + span)
+        result = align([r for r in src if r.offset <= committed], walked, committed, anchor)
+        if result.complete or result.mismatch is not None or anchor.downstream + span >= dr_high:
+            break
+        span *= 2
+    if result.mismatch is not None:
+        return Translation(dr_offset=None, note=f"DR record {part.target_topic}-{part.partition}@{result.mismatch} is "
+                           "not a copy of a source record near the commit: was DR written by something else?", **base)
+    consumed = [r for r in src if r.offset < committed]
+    upcoming = [r for r in src if r.offset >= committed]
+    after = dr.records(part.target_topic, part.partition, result.dr_offset, result.dr_offset + LOOKAHEAD)
+    before = [r for r in walked if r.offset < result.dr_offset]
+    last_consumed = consumed[-1] if consumed else None
+    verified = (last_consumed is None or (bool(before) and before[-1].content() == last_consumed.content()))
+    unmirrored = 0
+    if last_consumed is not None and (result.last_copied is None or result.last_copied < last_consumed.offset):
+        unmirrored = sum(1 for r in consumed if result.last_copied is None or r.offset > result.last_copied)
+        verified = False
+    skipped = 0
+    if upcoming and after and after[0].content() != upcoming[0].content():
+        skipped = -1  # the next DR record is not the group's next record: unknown, reported
+    mm2 = base["mm2_offset"]
+    return Translation(dr_offset=result.dr_offset, skipped=skipped, reread=0 if verified or unmirrored else -1,
+                       mm2_reread=None if mm2 is None else max(0, result.dr_offset - mm2), unmirrored=unmirrored,
+                       verified=verified and skipped == 0,
+                       note=(f"{unmirrored} consumed records never reached DR" if unmirrored else ""), **base)
+
+
+def _planned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
+    parts = {(p.topic, p.partition): p for p in partitions(ctx, flow)}
+    selected = groups(ctx, flow)
+    states = ctx.client(GroupOffsets, flow.source).describe(selected)
+    syncs = offset_syncs(ctx, flow)
+    source = _Windows(ctx.client(RecordReader, flow.source))
+    dr = _Windows(ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once))
+    found = []
+    for group in selected:
+        for (topic, partition), committed in sorted(states[group].offsets.items()):
+            part = parts.get((topic, partition))
+            if part is not None:
+                ctx.progress(f"{flow.name}: translating {group} {topic}-{partition}")
+                found.append(_exact(group, part, committed, syncs.get((topic, partition), []), source, dr))
+    return found
+
+
+def _unplanned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
+    syncs = offset_syncs(ctx, flow) if flow.offset_syncs_cluster == flow.target else {}
+    found = []
+    for (group, target_topic, partition), cp in sorted(checkpoints(ctx, flow).items()):
+        topic = source_topic_of(flow, target_topic)
+        if topic is None or not ctx.group_selected(group):
+            continue
+        anchor = nearest_sync(syncs.get((topic, partition), []), cp.upstream_offset)
+        if anchor is not None and anchor.upstream == cp.upstream_offset:
+            bound, how = 0, "exact sync"
+        elif anchor is not None:
+            bound, how = cp.upstream_offset - anchor.upstream - 1, f"sync at {anchor.upstream}"
+        else:
+            bound, how = flow.offset_lag_max, "offset.lag.max"
+        found.append(Translation(group=group, topic=topic, partition=partition, target_topic=target_topic,
+                                 committed=cp.upstream_offset, dr_offset=cp.downstream_offset, method="checkpoint",
+                                 reread=bound, mm2_offset=cp.downstream_offset, mm2_reread=bound,
+                                 note=f"re-read at most {bound} ({how}), plus what the group committed after "
+                                      "this checkpoint"))
+    return found
+
+
+def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Translate every selected group's committed offsets; fails when any partition cannot be."""
+    outcomes, everything, by_flow = [], [], {}
+    for flow in ctx.flows:
+        found = _unplanned(ctx, flow) if ctx.options.source_unreachable else _planned(ctx, flow)
+        everything += found
+        by_flow[flow.name] = found
+        bad = [t for t in found if t.dr_offset is None]
+        cluster = flow.target if ctx.options.source_unreachable else flow.source
+        if bad:
+            outcomes.append(Outcome("failed", cluster, f"{flow.name}: {len(bad)} partitions cannot be translated: "
+                                    + "; ".join(f"{t.group} {t.topic}-{t.partition}: {t.note}" for t in bad[:5]),
+                                    flow=flow.name))
+            continue
+        groups_seen = len({t.group for t in found})
+        skipped = sum(max(0, t.skipped) for t in found)
+        reread = sum(max(0, t.reread) for t in found)
+        outcomes.append(Outcome("ok", cluster, f"{flow.name}: {groups_seen} groups, {len(found)} partitions translated "
+                                f"({found[0].method if found else 'nothing to translate'}); {skipped} skipped, {reread} re-read",
+                                flow=flow.name))
+    if ctx.options.limit_groups and not everything:
+        raise OperationRefused(f"--limit group={ctx.options.limit_groups}: no group of the selected flows matches "
+                               "(or none has committed offsets on mirrored topics)")
+    ctx.facts[TRANSLATIONS] = everything
+    ctx.facts[BY_FLOW] = by_flow
+    return outcomes
+
+
+def commit(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Commit the translated offsets on DR: only groups with no active members there (refused
+    otherwise, before anything is written, unless --skip-active), never backwards unless
+    --allow-rewind; partitions already at their translated offset are left alone."""
+    by_flow: dict[str, list[Translation]] = ctx.facts.get(BY_FLOW, {})
+    outcomes = []
+    for flow in ctx.flows:
+        wanted: dict[str, dict[tuple[str, int], int]] = {}
+        for t in by_flow.get(flow.name, []):
+            if t.dr_offset is not None:
+                wanted.setdefault(t.group, {})[(t.target_topic, t.partition)] = t.dr_offset
+        if not wanted:
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: no group to commit", flow=flow.name))
+            continue
+        client = ctx.client(GroupOffsets, flow.target)
+        current = client.describe(wanted)
+        active = {g: s.members for g, s in current.items() if s.members}
+        if active and not ctx.options.skip_active:
+            names = "; ".join(f"{g}: {', '.join(m)}" for g, m in sorted(active.items()))
+            raise OperationRefused(f"{flow.name}: groups with active members on {flow.target} ({names}): "
+                                   "stop those consumers, or pass --skip-active to leave these groups alone; "
+                                   "nothing was committed")
+        for group, offsets in sorted(wanted.items()):
+            outcomes.append(_commit_group(ctx, flow, client, group, offsets, current[group].offsets, group in active))
+    return outcomes
+
+
+def _commit_group(ctx: Context, flow: MirrorFlow, client: GroupOffsets, group: str,
+                  offsets: dict[tuple[str, int], int], current: Mapping[tuple[str, int], int], active: bool) -> Outcome:
+    if active:
+        return Outcome("skipped", flow.target, f"{group}: active on {flow.target}, left alone (--skip-active)", flow=flow.name)
+    changes, kept = {}, []
+    for tp, offset in sorted(offsets.items()):
+        before = current.get(tp)
+        if before == offset:
+            continue
+        if before is not None and before > offset and not ctx.options.allow_rewind:
+            kept.append(f"{tp[0]}-{tp[1]} stays at {before} (translated {offset}; --allow-rewind moves it back)")
+            continue
+        changes[tp] = offset
+    diff = tuple((f"{group} {t}-{p}", "-" if current.get((t, p)) is None else str(current.get((t, p))), str(o))
+                 for (t, p), o in sorted(changes.items()))
+    note = ("; " + "; ".join(kept)) if kept else ""
+    if not changes:
+        return Outcome("ok", flow.target, f"{group}: already at the translated offsets{note}", flow=flow.name)
+    if not ctx.options.check:
+        client.commit(group, changes)
+    verb = "would commit" if ctx.options.check else "committed"
+    return Outcome("changed", flow.target, f"{group}: {verb} {len(changes)} partitions{note}", diff, flow=flow.name)
+
+
+MODULES = [
+    Module("offsets.translate", "Translate every selected group's source offsets to DR (exact when the source answers).",
+           translate),
+    Module("offsets.commit", "Commit the translated offsets on DR (inactive groups only, never backwards).", commit,
+           arguments(), needs=("offsets.translate",)),
+]

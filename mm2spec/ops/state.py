@@ -1,0 +1,62 @@
+"""Module ``state.record``: the failover's durable record on each flow's DR cluster.
+
+``phase: switching`` is written before the mirror stops (from then on, ``plan`` and ``pulumi up``
+leave the flow's mirror stopped); ``phase: failed-over`` once the groups are committed, with
+each partition's source and DR end at the switch, which failback starts from.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from mm2spec.live.dr_state import STATE_TOPIC, write_state
+from mm2spec.live.records import RecordReader
+from mm2spec.live.state import FailoverState
+from mm2spec.ops.context import Context
+from mm2spec.ops.module import Module, arguments
+from mm2spec.ops.report import Outcome
+from mm2spec.ops.topology import partitions
+from mm2spec.spec.model import MirrorFlow
+
+PHASES = ("switching", "failed-over")
+
+
+def _positions(ctx: Context, flow: MirrorFlow) -> tuple:
+    dr = ctx.client(RecordReader, flow.target)
+    source = None if ctx.options.source_unreachable else ctx.client(RecordReader, flow.source)
+    found = []
+    for part in partitions(ctx, flow):
+        source_end = source.watermarks(part.topic, part.partition)[1] if source else -1
+        found.append((part.topic, part.partition, source_end, part.target_topic,
+                      dr.watermarks(part.target_topic, part.partition)[1]))
+    return tuple(found)
+
+
+def record(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+    phase = args["phase"]
+    states = ctx.failover_states(refresh=True)
+    outcomes = []
+    for flow in ctx.flows:
+        existing = states.get(flow.name)
+        if existing is not None and (existing.phase == phase or phase == "switching"):
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {existing.phase} since {existing.started_at} "
+                                    f"(recorded in {STATE_TOPIC})", flow=flow.name))
+            continue
+        now = int(ctx.clock() * 1000)
+        new = FailoverState(flow.name, phase, "unplanned" if ctx.options.source_unreachable else "planned",
+                            flow.source, flow.target, existing.started_at if existing else now,
+                            now if phase == "failed-over" else None, _positions(ctx, flow))
+        if not ctx.options.check:
+            write_state(ctx.state.cluster(flow.target), new, ctx.secrets)
+        verb = "would record" if ctx.options.check else "recorded"
+        outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {verb} {phase} in {STATE_TOPIC}",
+                                ((f"{flow.name} state", existing.phase if existing else "none", phase),), flow=flow.name))
+    ctx.failover_states(refresh=not ctx.options.check)
+    return outcomes
+
+
+MODULES = [
+    Module("state.record", "Record the failover's phase and positions on each flow's DR cluster.", record,
+           arguments(phase={"enum": list(PHASES), "description": "switching (before the mirror stops) or failed-over"})
+           | {"required": ["phase"]}),
+]

@@ -1,0 +1,238 @@
+"""Modules ``verify.*``: is DR healthy, and did a failover leave it as it should?
+
+Each check reads only, ends ``ok`` or ``failed``, and a failure says what to do. The bundled
+``verify`` playbook runs them all (``ignore_errors``, so every failing check is named).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from mm2spec.errors import Mm2specError
+from mm2spec.live.records import GroupOffsets, RecordReader
+from mm2spec.mm2.selection import config_synced
+from mm2spec.ops.context import Context
+from mm2spec.ops.mirror import behind, running
+from mm2spec.ops.module import Module, arguments
+from mm2spec.ops.offsets import BY_FLOW
+from mm2spec.ops.report import Outcome
+from mm2spec.ops.topology import checkpoints, groups, offset_syncs, partitions
+
+HEARTBEATS_TOPIC = "heartbeats"
+"""MM2's MirrorHeartbeatConnector writes to this topic on the target cluster."""
+DEFAULT_MAX_AGE_S = 60.0
+"""How old the oldest unmirrored record may be before verify calls DR unhealthy (the RPO)."""
+
+
+def _now_ms(ctx: Context) -> int:
+    return int(ctx.clock() * 1000)
+
+
+def mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+    expect = args.get("expect", "running")
+    outcomes = []
+    for flow in ctx.flows:
+        up, seen = running(ctx, flow)
+        where = "local" if ctx.state.engine == "spark" else flow.target
+        if up == (expect == "running"):
+            outcomes.append(Outcome("ok", where, f"{flow.name}: {seen}", flow=flow.name))
+        elif expect == "running":
+            fix = ("start it: mm2spec mirror SPEC --env ENV --detach (or pulumi up with sparkRun)"
+                   if ctx.state.engine == "spark" else "check the connectors' status and logs on Connect; restart failed tasks")
+            outcomes.append(Outcome("failed", where, f"{flow.name}: the mirror is not running ({seen}): {fix}", flow=flow.name))
+        else:
+            outcomes.append(Outcome("failed", where, f"{flow.name}: the mirror still runs after the failover ({seen}): "
+                                    "stop it (mirror.stop) before clients write to DR", flow=flow.name))
+    return outcomes
+
+
+def topics(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    outcomes = []
+    for flow in ctx.flows:
+        source = ctx.admin(flow.source).topics(with_configs=False)
+        expected = {}
+        for part in partitions(ctx, flow):
+            expected[part.target_topic] = source[part.topic].partitions
+        live = ctx.admin(flow.target).topics(list(expected), with_configs=False)
+        missing = sorted(t for t in expected if t not in live)
+        short = sorted(f"{t} ({live[t].partitions} of {n})" for t, n in expected.items() if t in live and live[t].partitions != n)
+        if missing or short:
+            outcomes.append(Outcome("failed", flow.target, f"{flow.name}: " + "; ".join(
+                ([f"missing on {flow.target}: {', '.join(missing[:10])}"] if missing else [])
+                + ([f"partition count differs: {', '.join(short[:10])}"] if short else []))
+                + ": run mm2spec plan / pulumi up, or check the mirror's log", flow=flow.name))
+        else:
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len(expected)} topics present with their partitions",
+                                    flow=flow.name))
+    return outcomes
+
+
+def lag(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+    """Per partition: records behind (from the latest offset sync) and the age of the oldest
+    unmirrored record, the RPO if the source died now."""
+    max_age = float(args.get("max_age_seconds", DEFAULT_MAX_AGE_S))
+    outcomes = []
+    for flow in ctx.flows:
+        parts = partitions(ctx, flow)
+        lagging = behind(ctx, flow, parts)
+        if not lagging:
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len(parts)} partitions caught up (RPO 0)", flow=flow.name))
+            continue
+        syncs = offset_syncs(ctx, flow)
+        source = ctx.client(RecordReader, flow.source)
+        dr = ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once)
+        worst_age, total, lines = 0.0, 0, []
+        for part in lagging:
+            low, end = source.watermarks(part.topic, part.partition)
+            known = syncs.get((part.topic, part.partition))
+            if known:
+                up, down = known[-1]
+                dr_end = dr.watermarks(part.target_topic, part.partition)[1]
+                mirrored = min(end, up + max(1, dr_end - down))
+            else:
+                mirrored = low
+            oldest = source.read(part.topic, part.partition, mirrored, mirrored + 1)
+            age = max(0.0, (_now_ms(ctx) - oldest[0].timestamp) / 1000) if oldest else 0.0
+            worst_age, total = max(worst_age, age), total + max(0, end - mirrored)
+            lines.append((f"{part.topic}-{part.partition}", f"{max(0, end - mirrored)} behind", f"oldest {age:.1f}s"))
+        status = "failed" if worst_age > max_age else "ok"
+        fix = f": DR is more than {max_age:.0f}s behind; check the mirror's throughput and errors" if status == "failed" else ""
+        outcomes.append(Outcome(status, flow.target, f"{flow.name}: {len(lagging)} of {len(parts)} partitions behind, "
+                                f"~{total} records, oldest unmirrored {worst_age:.1f}s old{fix}", tuple(lines), flow=flow.name))
+    return outcomes
+
+
+def heartbeats(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    outcomes = []
+    for flow in ctx.flows:
+        if not flow.heartbeats:
+            outcomes.append(Outcome("skipped", flow.target, f"{flow.name}: heartbeats are off", flow=flow.name))
+            continue
+        if ctx.state.engine == "spark":
+            outcomes.append(Outcome("skipped", "local", f"{flow.name}: the Spark engine emits no heartbeats", flow=flow.name))
+            continue
+        if not ctx.admin(flow.target).topics([HEARTBEATS_TOPIC], with_configs=False):
+            outcomes.append(Outcome("failed", flow.target, f"{flow.name}: no {HEARTBEATS_TOPIC} topic on {flow.target}: "
+                                    "is the MirrorHeartbeatConnector running?", flow=flow.name))
+            continue
+        last = ctx.client(RecordReader, flow.target).last_record(HEARTBEATS_TOPIC, 0)
+        age = (_now_ms(ctx) - last.timestamp) / 1000 if last else None
+        limit = 2 * max(1, flow.emit_checkpoints_interval_seconds)
+        if age is None or age > limit:
+            outcomes.append(Outcome("failed", flow.target, f"{flow.name}: the last heartbeat is "
+                                    f"{'missing' if age is None else f'{age:.0f}s old'} (more than {limit}s): "
+                                    "check the MirrorHeartbeatConnector", flow=flow.name))
+        else:
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: last heartbeat {age:.1f}s ago", flow=flow.name))
+    return outcomes
+
+
+def checkpointed(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Per group: a checkpoint on DR for every mirrored partition it committed on the source,
+    younger than twice ``emitCheckpointsIntervalSeconds``."""
+    outcomes = []
+    for flow in ctx.flows:
+        selected = groups(ctx, flow)
+        states = ctx.client(GroupOffsets, flow.source).describe(selected)
+        mirrored = {(p.topic, p.partition): p.target_topic for p in partitions(ctx, flow)}
+        found = checkpoints(ctx, flow, with_age=True)
+        limit_ms = 2 * flow.emit_checkpoints_interval_seconds * 1000
+        missing, stale = [], []
+        for group in selected:
+            for (topic, partition) in states[group].offsets:
+                if (topic, partition) not in mirrored:
+                    continue
+                entry = found.get((group, mirrored[(topic, partition)], partition))
+                if entry is None:
+                    missing.append(f"{group} {topic}-{partition}")
+                elif _now_ms(ctx) - entry[1] > limit_ms:
+                    stale.append(f"{group} {topic}-{partition} ({(_now_ms(ctx) - entry[1]) / 1000:.0f}s old)")
+        if missing or stale:
+            outcomes.append(Outcome("failed", flow.target, f"{flow.name}: " + "; ".join(
+                ([f"no checkpoint for {', '.join(missing[:5])}" + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")] if missing else [])
+                + ([f"stale checkpoints: {', '.join(stale[:5])}"] if stale else []))
+                + ": is the checkpoint emitter running (MirrorCheckpointConnector or the Spark job) and the group selected?",
+                flow=flow.name))
+        else:
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len(selected)} groups checkpointed", flow=flow.name))
+    return outcomes
+
+
+def configs(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    outcomes = []
+    for flow in ctx.flows:
+        if not flow.sync_topic_configs:
+            outcomes.append(Outcome("skipped", flow.target, f"{flow.name}: syncTopicConfigs is off", flow=flow.name))
+            continue
+        names = {p.topic: p.target_topic for p in partitions(ctx, flow)}
+        source = ctx.admin(flow.source).topics(list(names))
+        target = ctx.admin(flow.target).topics(list(names.values()))
+        differ = []
+        for topic, target_topic in sorted(names.items()):
+            if topic not in source or target_topic not in target:
+                continue
+            want = {k: v for k, v in source[topic].configs.items() if config_synced(k)}
+            have = {k: v for k, v in target[target_topic].configs.items() if k in want}
+            differ += [f"{target_topic} {k}={have.get(k, '(default)')} (source {v})" for k, v in sorted(want.items())
+                       if have.get(k) != v]
+        if differ:
+            outcomes.append(Outcome("failed", flow.target, f"{flow.name}: {len(differ)} topic configs differ: "
+                                    f"{'; '.join(differ[:5])}: wait for the next config sync or check the mirror's ACLs "
+                                    "(ALTER_CONFIGS on DR)", flow=flow.name))
+        else:
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: topic configs match", flow=flow.name))
+    return outcomes
+
+
+def failed_over(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """After a failover: the state is recorded, the mirror is stopped, every translated group sits
+    at (or, never moved back, past) its translated offset on DR."""
+    outcomes = mirror(ctx, {"expect": "stopped"})
+    states = ctx.failover_states(refresh=True)
+    by_flow = ctx.facts.get(BY_FLOW, {})
+    for flow in ctx.flows:
+        state = states.get(flow.name)
+        if state is None or state.phase != "failed-over":
+            if ctx.options.check:
+                outcomes.append(Outcome("ok", flow.target, f"{flow.name}: not failed over yet (check mode)", flow=flow.name))
+                continue
+            outcomes.append(Outcome("failed", flow.target, f"{flow.name}: the failover is not recorded as complete "
+                                    f"({state.phase if state else 'no record'}): re-run the failover", flow=flow.name))
+            continue
+        wanted: dict[str, dict] = {}
+        for t in by_flow.get(flow.name, []):
+            wanted.setdefault(t.group, {})[(t.target_topic, t.partition)] = t.dr_offset
+        live = ctx.client(GroupOffsets, flow.target).describe(wanted)
+        wrong = [f"{g} {t}-{p}: {live[g].offsets.get((t, p))} (want {o})" for g, offsets in wanted.items()
+                 for (t, p), o in offsets.items() if live[g].offsets.get((t, p)) is None or live[g].offsets[(t, p)] < o]
+        if wrong:
+            outcomes.append(Outcome("failed", flow.target, f"{flow.name}: groups not at their translated offsets: "
+                                    f"{'; '.join(wrong[:5])}: re-run the failover", flow=flow.name))
+        else:
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: failed over at {state.completed_at}; "
+                                    f"{len(wanted)} groups at their translated offsets", flow=flow.name))
+    return outcomes
+
+
+def _check(fn):
+    """Turn an error reading a cluster into this check's failure, so the other checks still run."""
+    def run(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+        try:
+            return fn(ctx, args)
+        except Mm2specError as exc:
+            return [Outcome("failed", "local", str(exc))]
+    return run
+
+
+MODULES = [
+    Module("verify.mirror", "The mirror runs (Spark job alive, or every connector and task RUNNING).", _check(mirror),
+           arguments(expect={"enum": ["running", "stopped"]})),
+    Module("verify.topics", "Every mirrored source topic exists on DR with as many partitions.", _check(topics)),
+    Module("verify.lag", "Per-partition lag and the age of the oldest unmirrored record (the RPO now).", _check(lag),
+           arguments(max_age_seconds={"type": "number", "exclusiveMinimum": 0})),
+    Module("verify.heartbeats", "Heartbeats on DR are fresh (when enabled).", _check(heartbeats)),
+    Module("verify.checkpoints", "Every group has fresh checkpoints for every partition it committed.", _check(checkpointed)),
+    Module("verify.configs", "Topic configs on DR match the source (minus those MM2 never syncs).", _check(configs)),
+    Module("verify.failover", "After a failover: recorded, mirror stopped, groups at their translated offsets.",
+           _check(failed_over), needs=("offsets.translate",)),
+]
