@@ -4,7 +4,8 @@
 # tools/maven/spark-kafka/pom.xml. The mirroring job passes these jars with spark.jars, so nothing
 # is downloaded when a job starts. Idempotent: a stamp file marks a complete install.
 # Spark itself comes from the pip pyspark package; its version must equal SPARK_VERSION.
-# Also compiles the job's producer interceptor (spark/java) into mm2spec-spark-interceptor.jar there.
+# Also compiles the job's writer (spark/java) against pyspark's own jars into mm2spec-spark-writer.jar
+# there, with the Spark version it was built for inside (the job refuses a jar built for another).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -27,29 +28,33 @@ if [ -x "$python" ]; then
 fi
 
 java_src="$root/spark/java"
-interceptor="mm2spec-spark-interceptor.jar"
+writer="mm2spec-spark-writer.jar"
 
-# Compiles spark/java against the resolved kafka-clients jar into folder $1.
-build_interceptor() {
+# Compiles spark/java against pyspark's jars and the resolved kafka-clients jar into folder $1.
+build_writer() {
   command -v javac >/dev/null || { echo "install-spark: javac (a JDK 17+) is required" >&2; return 1; }
+  local spark_jars
+  spark_jars="$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
   local classes; classes="$(mktemp -d)"
-  javac -nowarn --release 17 -cp "$(ls "$1"/kafka-clients-*.jar | head -1)" -d "$classes" \
+  javac -nowarn --release 17 -cp "$spark_jars/*:$(ls "$1"/kafka-clients-*.jar | head -1)" -d "$classes" \
     $(find "$java_src" -name '*.java' | sort)
-  jar cf "$1/$interceptor.tmp" -C "$classes" .
-  mv "$1/$interceptor.tmp" "$1/$interceptor"
+  echo "spark.version=$SPARK_VERSION" > "$classes/mm2spec-spark-writer.properties"
+  jar cf "$1/$writer.tmp" -C "$classes" .
+  mv "$1/$writer.tmp" "$1/$writer"
+  rm -f "$1/mm2spec-spark-interceptor.jar"  # the writer's predecessor
   rm -rf "$classes"
 }
 
 newest_source="$(find "$java_src" "$pom" -newer "$stamp" 2>/dev/null | head -1 || true)"
-if [ -f "$stamp" ] && [ -z "$newest_source" ] && ls "$dest"/jars/spark-sql-kafka-0-10_2.13-"$SPARK_VERSION".jar "$dest/jars/$interceptor" >/dev/null 2>&1; then
+if [ -f "$stamp" ] && [ -z "$newest_source" ] && ls "$dest"/jars/spark-sql-kafka-0-10_2.13-"$SPARK_VERSION".jar "$dest/jars/$writer" >/dev/null 2>&1; then
   echo "install-spark: spark-kafka $SPARK_VERSION already installed in $dest/jars" >&2
   exit 0
 fi
 if [ -f "$stamp" ] && ! find "$pom" -newer "$stamp" | grep -q . && ls "$dest"/jars/spark-sql-kafka-0-10_2.13-"$SPARK_VERSION".jar >/dev/null 2>&1; then
-  # Only the interceptor's source changed: rebuild it, keep the Maven jars.
-  build_interceptor "$dest/jars"
+  # Only the writer's source changed: rebuild it, keep the Maven jars.
+  build_writer "$dest/jars"
   touch "$stamp"
-  echo "install-spark: rebuilt $interceptor in $dest/jars" >&2
+  echo "install-spark: rebuilt $writer in $dest/jars" >&2
   exit 0
 fi
 
@@ -73,7 +78,7 @@ if ! resolve "$SPARK_VERSION" 2>/dev/null; then
   resolve "$fallback"
 fi
 ls "$tmp"/spark-sql-kafka-0-10_2.13-"$SPARK_VERSION".jar >/dev/null
-build_interceptor "$tmp"
+build_writer "$tmp"
 # Swap the complete folder in at once, so an interrupted install never looks finished.
 rm -rf "$dest/jars"
 mv "$tmp" "$dest/jars"

@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mm2spark.config import JobConfigError, load_job_config  # noqa: E402
+from mm2spark.writer import INSTALL_HINT, WRITER_JAR  # noqa: E402
 from mm2spec.errors import ComponentMissing, Mm2specError  # noqa: E402
 
 
@@ -49,9 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         jars = args.jars.split(",") if args.jars else default_jars()
     except ComponentMissing as exc:  # its message says how to install
         return _user_error(exc)
-    if not any("mm2spec-spark-interceptor" in Path(j).name for j in jars):
-        return _user_error("the mm2spec producer interceptor jar is missing from spark.jars; "
-                           "run scripts/install-spark.sh")
+    if not any(Path(j).name == WRITER_JAR for j in jars):
+        return _user_error(f"the mm2spec writer jar ({WRITER_JAR}) is missing from spark.jars; {INSTALL_HINT}")
     status_file = args.status_file or str(Path(job.spark.checkpoint_location) / "status.json")
     from mm2spark.pipeline import run
 

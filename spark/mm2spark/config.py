@@ -140,6 +140,8 @@ class SparkSettings:
     executor_instances: int | None = None
     executor_cores: int | None = None
     executor_memory: str | None = None
+    driver_memory: str | None = None
+    """spark.driver.memory: in local mode the driver JVM runs the executors too (Spark's default: 1g)."""
     conf: tuple[tuple[str, str], ...] = ()
 
 
@@ -268,6 +270,7 @@ def parse_job_config(data: Mapping[str, Any], environ: Mapping[str, str] | None 
         executor_instances=spark.get("executor.instances"),
         executor_cores=spark.get("executor.cores"),
         executor_memory=spark.get("executor.memory"),
+        driver_memory=spark.get("driver.memory"),
         conf=tuple(sorted((str(k), str(v)) for k, v in (spark.get("conf") or {}).items())),
     )
     flows = tuple(parse_flow(f, environ) for f in data.get("flows") or [])

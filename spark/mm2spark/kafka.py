@@ -21,6 +21,8 @@ from mm2spec.mm2.selection import config_synced
 log = logging.getLogger("mm2spark.kafka")
 
 TIMEOUT = 30.0
+#: While librdkafka's queue is full, serve delivery reports for this long before producing again.
+QUEUE_FULL_POLL_S = 0.1
 #: Errors of a partition created a moment ago, before every broker knows its leader.
 _NOT_READY = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART",
                         "NOT_LEADER_OR_FOLLOWER"})
@@ -201,6 +203,21 @@ def produce_all(producer: Producer, topic: str, records: Iterable[tuple[bytes, b
     if remaining or errors:
         raise KafkaOperationFailed(f"writing to {topic}: {errors[0] if errors else f'{remaining} records not acknowledged'}")
     return count
+
+
+def produce_nowait(producer: Producer, topic: str, key: bytes, value: bytes, on_failure) -> None:
+    """Queue one record for partition 0 without waiting; ``on_failure(message)`` if its delivery fails."""
+
+    def delivered(err, _msg):
+        if err is not None:
+            on_failure(str(err))
+
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
+            return
+        except BufferError:  # librdkafka's queue is full: serve delivery reports, then retry
+            producer.poll(QUEUE_FULL_POLL_S)
 
 
 def read_compacted(conn: ClusterConnection, topic: str, timeout: float = 60.0) -> list[tuple[bytes, bytes]]:

@@ -2,9 +2,11 @@
 bytes/s, replication latency (record timestamp to acknowledged write, as MM2's
 ``replication-latency-ms``), plus lag behind the source, offset syncs, checkpoints and errors.
 
-Each micro-batch reports what it wrote (``MirrorMetrics.record_batch``); a StreamingQueryListener
-joins that with Spark's own progress (rows/s, durations, offsets behind latest) and publishes both
-as one log line per batch and as a JSON status file that ``mm2spec mirror``/``status()`` read.
+Each micro-batch reports what the writer wrote, per source topic (``MirrorMetrics.record_batch``:
+counts and source timestamps summed by the writer, no per-row aggregates in Spark); a
+StreamingQueryListener joins that with Spark's own progress (durations, offsets behind latest) in
+one log line per batch. The JSON status file that ``mm2spec mirror``/``status()`` read is written
+by the job's control loop, at most once per second, never on the batch's path.
 """
 
 from __future__ import annotations
@@ -53,32 +55,17 @@ class TopicBatch:
 
 @dataclass
 class BatchReport:
+    """What the driver learnt while writing a batch."""
+
     flow: str
     batch_id: int
-    topics: list
-    """Source topics in this batch that the query does not observe one by one (new since it started)."""
+    topics: dict
+    """Source topic -> TopicBatch: what the writer wrote of it."""
     offset_syncs: int = 0
     skipped: int = 0
-
-
-OBSERVATION = "mirror"
-
-
-def observed_metrics(topics: list[str]):
-    """Aggregates for ``DataFrame.observe``: per topic slot records, bytes, min and sum of the
-    record timestamps (ms); slot "o" sums every topic not listed. Spark reports them per batch in
-    the StreamingQueryListener's ``observedMetrics``."""
-    from pyspark.sql import functions as F
-
-    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
-    millis = F.unix_millis("timestamp")
-    exprs = []
-    conditions = [(str(i), F.col("topic") == F.lit(t)) for i, t in enumerate(topics)]
-    conditions.append(("o", ~F.col("topic").isin(list(topics)) if topics else F.lit(True)))
-    for suffix, mine in conditions:
-        exprs += [F.count(F.when(mine, 1)).alias(f"r{suffix}"), F.sum(F.when(mine, size)).alias(f"b{suffix}"),
-                  F.min(F.when(mine, millis)).alias(f"m{suffix}"), F.sum(F.when(mine, millis)).alias(f"s{suffix}")]
-    return exprs
+    """Records of a replayed exactly-once batch that were already committed."""
+    producer: dict = field(default_factory=dict)
+    """The writer's producer metrics, averaged over the batch's tasks."""
 
 
 @dataclass
@@ -109,6 +96,8 @@ class FlowFigures:
     """Spark's split of the last trigger: latestOffset, addBatch (the write), walCommit, ..."""
     last_batch_ms: dict = field(default_factory=dict)
     """The job's split of addBatch: finding ranges and target topics, the write, offset syncs."""
+    producer_metrics: dict = field(default_factory=dict)
+    """The writer's producer metrics in the last batch (records-per-request-avg, ...)."""
     skipped_replayed_records: int = 0
     offset_syncs_written: int = 0
     checkpoints_written: int = 0
@@ -128,8 +117,6 @@ class MirrorMetrics:
         self.started_at = time.time()
         self.state = "starting"
         self.flows: dict[str, FlowFigures] = {}
-        self._slots: dict[str, list[str]] = {}
-        self._pending_new: dict[str, list[str]] = {}
         self._window: dict[tuple[str, str], deque] = {}
         self._lock = threading.Lock()
 
@@ -137,53 +124,26 @@ class MirrorMetrics:
         with self._lock:
             return self.flows.setdefault(name, FlowFigures())
 
-    def set_slots(self, flow: str, topics: list[str]) -> None:
-        """The source topics the flow's running query observes one by one (the rest: "other")."""
-        with self._lock:
-            self._slots[flow] = list(topics)
-
-    def record_batch(self, report: BatchReport) -> None:
-        """What the driver learnt while writing a batch (offset syncs, replays skipped)."""
+    def record_batch(self, report: BatchReport, now: float | None = None) -> None:
+        """A written batch: per-topic counts, rates and replication latency (now minus the
+        records' source timestamps, as MM2's replication-latency-ms), syncs and replays."""
+        now = time.time() if now is None else now
         with self._lock:
             figures = self.flows.setdefault(report.flow, FlowFigures())
             figures.offset_syncs_written += report.offset_syncs
             figures.skipped_replayed_records += report.skipped
-            if report.topics:
-                self._pending_new[report.flow] = sorted(report.topics)
-
-    def record_observed(self, flow: str, observed: dict, now: float | None = None) -> dict[str, TopicBatch]:
-        """Per-topic figures of a finished batch from the query's observed metrics (see
-        ``observed_metrics``): r<i>/b<i>/m<i>/s<i> per slot, "o" for topics outside the slots."""
-        now = time.time() if now is None else now
-        with self._lock:
-            slots = self._slots.get(flow, [])
-            batches: dict[str, TopicBatch] = {}
-            for i, topic in enumerate(slots + ["<other>"]):
-                suffix = str(i) if i < len(slots) else "o"
-                records = int(observed.get(f"r{suffix}") or 0)
-                if not records:
+            figures.producer_metrics = dict(report.producer)
+            for topic, batch in report.topics.items():
+                if not batch.records:
                     continue
-                if topic == "<other>":
-                    new = self._pending_new.get(flow) or ["<new topics>"]
-                    topic = new[0] if len(new) == 1 else "+".join(new)
-                tb = TopicBatch()
-                tb.add(records, int(observed.get(f"b{suffix}") or 0), observed.get(f"m{suffix}"),
-                       int(observed.get(f"s{suffix}") or 0))
-                batches[topic] = tb
-            figures = self.flows.setdefault(flow, FlowFigures())
-            for topic, batch in batches.items():
                 t = figures.topics.setdefault(topic, TopicFigures())
                 t.records += batch.records
                 t.bytes += batch.bytes
-                self._window.setdefault((flow, topic), deque()).append((now, batch.records, batch.bytes))
+                self._window.setdefault((report.flow, topic), deque()).append((now, batch.records, batch.bytes))
                 if batch.timestamp_min is not None:
                     t.replication_latency_ms_max = max(0.0, now * 1000 - batch.timestamp_min)
                     t.replication_latency_ms_avg = max(0.0, now * 1000 - batch.timestamp_sum / batch.records)
-            for (f, topic), window in self._window.items():
-                if f == flow and topic not in batches:
-                    window.append((now, 0, 0))
-            self._refresh_rates(flow, now)
-            return batches
+            self._refresh_rates(report.flow, now)
 
     def _refresh_rates(self, flow: str, now: float) -> None:
         figures = self.flows[flow]
@@ -298,12 +258,8 @@ class MirrorProgressListener(StreamingQueryListener):
                 if value is not None:
                     behind = (behind or 0) + int(float(value))
             figures.offsets_behind_latest = behind
-            observed = (progress.observedMetrics or {}).get(OBSERVATION)
-            if observed is not None and progress.numInputRows:
-                self.metrics.record_observed(flow, observed.asDict())
             if progress.numInputRows or progress.batchId % IDLE_LOG_EVERY_BATCHES == 0:
                 log.info(progress_line(flow, figures, progress.batchId, progress.numInputRows))
-            self.metrics.write_status()
         except Exception as exc:
             # Deliberately broad: Spark calls listeners on its listener bus, and whatever a listener
             # raises (a status file that cannot be written, an unexpected progress shape, a bug)
@@ -311,7 +267,7 @@ class MirrorProgressListener(StreamingQueryListener):
             log.warning("progress listener: %s", exc)
 
     def onQueryIdle(self, event) -> None:
-        self.metrics.write_status()
+        pass  # nothing new to report; the control loop keeps the status file fresh
 
     def onQueryTerminated(self, event) -> None:
         if event.exception:

@@ -41,24 +41,6 @@ class Run:
         return self.downstream_start + self.count - 1
 
 
-def runs_from_offsets(topic: str, partition: int, upstream_start: int, upstream_end: int,
-                      downstream_before: int, downstream_after: int) -> list[Run]:
-    """Runs for a batch written by a writer that reports no per-record offsets (Spark's sink).
-
-    ``upstream_start``/``upstream_end`` are the batch's source offsets (end exclusive) and
-    ``downstream_*`` the target partition's end offset before and after the batch. The target
-    partition is written only by this flow, in source order, so when as many records arrived as
-    the range holds, the mapping is a single run. Otherwise (source gaps, a retried task) only
-    the batch's end is certain: the last record written is the copy of the last one read.
-    """
-    written = downstream_after - downstream_before
-    if written <= 0 or upstream_end <= upstream_start:
-        return []
-    if written == upstream_end - upstream_start:
-        return [Run(topic, partition, upstream_start, downstream_before, written)]
-    return [Run(topic, partition, upstream_end - 1, downstream_after - 1, 1)]
-
-
 @dataclass
 class _PartitionState:
     previous_upstream: int = -1

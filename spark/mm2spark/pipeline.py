@@ -1,19 +1,18 @@
 """The streaming queries: one per flow, reading the source with Spark's Kafka source and writing
-each micro-batch with ``foreachBatch``:
+each micro-batch with ``foreachBatch`` through the JVM writer (:mod:`mm2spark.writer`):
 
-* at-least-once (``exactly.once.source.support=disabled``): Spark's own Kafka sink. The sink
-  cannot set record timestamps, so each record carries its source timestamp in a last header that
-  the producer interceptor ``mm2spec.spark.SourceTimestampInterceptor`` (spark/java) moves into
-  the record's timestamp before sending. A replayed batch is written again (duplicates, no loss).
-* exactly-once (``enabled``): the project's transactional writer (:mod:`mm2spark.eos`).
+* at-least-once (``exactly.once.source.support=disabled``): one idempotent producer per task,
+  records built with their source partition and timestamp. A replayed batch is written again
+  (duplicates, no loss).
+* exactly-once (``enabled``): one transaction per source partition (:mod:`mm2spark.eos`).
 
-After the data is written the driver writes MM2 offset syncs for the batch, so MM2's tools can
-translate consumer offsets, and hands the batch's figures to the progress listener.
+After the data is written the driver queues MM2 offset syncs for the batch (sent in the background,
+never holding up the next batch), so MM2's tools can translate consumer offsets, and records the
+batch's per-topic figures from the writer's results.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -27,27 +26,28 @@ import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mm2spark import kafka
 from mm2spark.config import JobConfig, MirrorFlowConfig, trigger_seconds
-from mm2spark.eos import EosWriterSettings, write_rows
 from mm2spark.groups import GroupOffsetMirror, GroupOffsetThread
-from mm2spark.metrics import OBSERVATION, BatchReport, MirrorMetrics, MirrorProgressListener, observed_metrics
-from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run, runs_from_offsets
+from mm2spark.metrics import BatchReport, MirrorMetrics, MirrorProgressListener, TopicBatch
+from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore
 from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, topic_filter, topic_pattern
+from mm2spark.writer import BatchWritten, FlowWriter, check_writer
+from mm2spec.errors import ComponentMissing
 
 log = logging.getLogger("mm2spark.pipeline")
 
-TIMESTAMP_HEADER = "__mm2spec.source.timestamp"
-INTERCEPTOR_CLASS = "mm2spec.spark.SourceTimestampInterceptor"
-
 #: Consumer settings a flow may pass to Spark's Kafka source (Spark manages the rest itself).
 SOURCE_CONSUMER_KEYS = ("isolation.level", "fetch.min.bytes", "fetch.max.bytes", "fetch.max.wait.ms",
-                        "max.partition.fetch.bytes", "receive.buffer.bytes", "request.timeout.ms", "client.rack")
-#: Producer settings Spark's Kafka sink must not be given (it sets them itself).
-SINK_FORBIDDEN = frozenset({"key.serializer", "value.serializer", "interceptor.classes", "transactional.id"})
+                        "max.partition.fetch.bytes", "max.poll.records", "receive.buffer.bytes",
+                        "request.timeout.ms", "client.rack")
+#: The source consumer's settings unless the flow's consumer.* sets them. Spark's Kafka source
+#: reads each partition's range with poll(); at the consumer's defaults (500 records, 1 MiB per
+#: partition per fetch) a 1 KB batch takes a poll and a fetch round trip per ~500-1000 records.
+SOURCE_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": "4194304"}
 
 
 def _local_path(location: str) -> Path | None:
@@ -144,14 +144,9 @@ class FlowPipeline:
         self.target_partitions: dict[str, int] = {}
         self.query = None
         self.topics = topic_filter(flow)
-        self.observed_topics: list[str] = []
-        self.restart_requested = False
         self.group_thread: GroupOffsetThread | None = None
         self.group_mirror = GroupOffsetMirror(flow, self.store)
-        self.eos = EosWriterSettings(
-            job=job.name, flow=flow.name, source_alias=flow.source_alias, identity=flow.identity,
-            separator=flow.replication_policy_separator, target=flow.target.librdkafka(),
-            producer_overrides=flow.producer_overrides) if flow.exactly_once else None
+        self.writer = FlowWriter(spark, job.name, flow)
         metrics.flow(flow.name).delivery = "exactly-once" if flow.exactly_once else "at-least-once"
 
     # ------------------------------------------------------------------ setup
@@ -172,25 +167,18 @@ class FlowPipeline:
                   .option("includeHeaders", "true")
                   # MM2 carries on past records deleted by retention before they were mirrored.
                   .option("failOnDataLoss", "false"))
-        for key, value in self.flow.source.java_properties().items():
-            reader = reader.option(f"kafka.{key}", value)
+        consumer = {**self.flow.source.java_properties(), **SOURCE_CONSUMER_DEFAULTS}
         if self.flow.exactly_once:
-            reader = reader.option("kafka.isolation.level", "read_committed")
-        for key, value in self.flow.consumer_overrides:
-            if key in SOURCE_CONSUMER_KEYS:
-                reader = reader.option(f"kafka.{key}", value)
+            consumer["isolation.level"] = "read_committed"
+        consumer.update({k: v for k, v in self.flow.consumer_overrides if k in SOURCE_CONSUMER_KEYS})
+        for key, value in consumer.items():
+            reader = reader.option(f"kafka.{key}", value)
         if self.job.spark.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(self.job.spark.max_offsets_per_trigger))
         return reader.load()
 
     def start(self) -> None:
-        # Per-topic figures come from observed metrics, one slot per topic known now; a topic
-        # created later lands in the "other" slot until the query restarts (see restart_requested).
-        self.observed_topics = sorted(t for t in kafka.partition_counts(self.source_admin) if self.topics(t))
-        self.metrics.set_slots(self.flow.name, self.observed_topics)
-        self.restart_requested = False
-        frame = self.source_frame().observe(OBSERVATION, *observed_metrics(self.observed_topics))
-        self.query = (frame.writeStream
+        self.query = (self.source_frame().writeStream
                       .queryName(self.query_name)
                       .option("checkpointLocation", self.checkpoint)
                       .trigger(processingTime=self.job.spark.trigger_interval)
@@ -206,7 +194,7 @@ class FlowPipeline:
         if self.group_thread is not None:
             self.group_thread.stop()
             self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
-        self.syncs_producer.flush(30)
+        self.syncs_producer.flush(kafka.TIMEOUT)
 
     # ------------------------------------------------------------------ per batch
 
@@ -260,63 +248,50 @@ class FlowPipeline:
             return
         self.ensure_targets(set(ranges))
         prepared = time.monotonic()
-        unobserved = sorted({t for t, _ in ranges} - set(self.observed_topics))
-        if unobserved:
-            log.info("flow=%s new topic(s) %s are being mirrored", self.flow.name, ", ".join(unobserved))
-            self.restart_requested = True
-        if self.eos is not None:
-            runs, skipped = self._write_exactly_once(batch_df)
-        else:
-            runs, skipped = self._write_at_least_once(batch_df, ranges), 0
-        written = time.monotonic()
-        syncs = self.emitter.on_batch(runs)
+        written = self.writer.write(batch_df)
+        wrote = time.monotonic()
+        syncs = self.emitter.on_batch(written.runs)
         if syncs:
-            kafka.produce_all(self.syncs_producer, self.syncs_topic, ((s.record_key(), s.record_value()) for s in syncs))
-            self.store.add_all(syncs)
-        done = time.monotonic()
+            self.queue_offset_syncs(syncs)
         self.metrics.flow(self.flow.name).last_batch_ms = {
-            "ranges+topics": round((prepared - began) * 1000), "write": round((written - prepared) * 1000),
-            "offsetSyncs": round((done - written) * 1000)}
+            "ranges+topics": round((prepared - began) * 1000), "write": round((wrote - prepared) * 1000),
+            "offsetSyncs": round((time.monotonic() - wrote) * 1000),
+            "tasksMax": max((t["writeMs"] for t in written.tasks), default=0)}
         self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
         self.metrics.flow(self.flow.name).groups_synced = self.group_mirror.counters.groups_synced
-        self.metrics.record_batch(BatchReport(self.flow.name, batch_id, unobserved, len(syncs), skipped))
+        self.metrics.record_batch(BatchReport(self.flow.name, batch_id, topic_batches(written), len(syncs),
+                                              written.skipped, producer_profile(written)))
 
-    def _write_at_least_once(self, batch_df: DataFrame, ranges) -> list[Run]:
-        target_tps = {tp: (self.target_topic(tp[0]), tp[1]) for tp in ranges}
-        before = kafka.end_offsets(self.target_admin, target_tps.values())
-        millis = F.unix_millis("timestamp")
-        ts_header = F.struct(F.lit(TIMESTAMP_HEADER).alias("key"), millis.cast("string").cast("binary").alias("value"))
-        headers = F.when(F.col("headers").isNull(), F.array(ts_header)).otherwise(
-            F.concat(F.col("headers"), F.array(ts_header)))
-        target_topic = (F.col("topic") if self.flow.identity
-                        else F.concat(F.lit(f"{self.flow.source_alias}{self.flow.replication_policy_separator}"), F.col("topic")))
-        out = batch_df.select(target_topic.alias("topic"), F.col("partition"), F.col("key"), F.col("value"),
-                              headers.alias("headers"))
-        writer = out.write.format("kafka").option("includeHeaders", "true")
-        for key, value in self.sink_options().items():
-            writer = writer.option(key, value)
-        writer.save()
-        after = kafka.end_offsets(self.target_admin, target_tps.values())
-        runs: list[Run] = []
-        for tp, (start, end) in ranges.items():
-            ttp = target_tps[tp]
-            runs += runs_from_offsets(tp[0], tp[1], start, end, before[ttp], after[ttp])
-        return runs
+    def queue_offset_syncs(self, syncs: list) -> None:
+        """Hands the batch's offset syncs to the producer without waiting for them: librdkafka
+        sends them in the background (MM2 also writes syncs asynchronously); a failed delivery is
+        counted as an error, and ``stop`` flushes what is still queued."""
+        for sync in syncs:
+            kafka.produce_nowait(self.syncs_producer, self.syncs_topic, sync.record_key(), sync.record_value(),
+                                 self.sync_failed)
+        self.syncs_producer.poll(0)  # serves the earlier batches' delivery reports
+        self.store.add_all(syncs)
 
-    def sink_options(self) -> dict[str, str]:
-        options = {f"kafka.{k}": v for k, v in self.flow.target.java_properties().items()}
-        options.update({"kafka.acks": "all", "kafka.enable.idempotence": "true", "kafka.linger.ms": "5",
-                        "kafka.client.id": f"mm2spark-{self.flow.name}"})
-        options.update({f"kafka.{k}": v for k, v in self.flow.producer_overrides if k not in SINK_FORBIDDEN})
-        options["kafka.interceptor.classes"] = INTERCEPTOR_CLASS
-        return options
+    def sync_failed(self, message: str) -> None:
+        self.metrics.error(self.flow.name, f"writing offset syncs to {self.syncs_topic}: {message}")
 
-    def _write_exactly_once(self, batch_df: DataFrame) -> tuple[list[Run], int]:
-        rows = batch_df.select("topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"),
-                               "key", "value", "headers")
-        results = rows.rdd.mapPartitions(functools.partial(write_rows, self.eos)).collect()
-        runs = [Run(r.topic, r.partition, u, d, n) for r in results for u, d, n in r.runs]
-        return runs, sum(r.skipped for r in results)
+
+def topic_batches(written: BatchWritten) -> dict[str, TopicBatch]:
+    """The writer's per-partition results summed per source topic (the per-topic figures)."""
+    topics: dict[str, TopicBatch] = {}
+    for p in written.partitions:
+        topics.setdefault(p.topic, TopicBatch()).add(p.records, p.bytes, p.timestamp_min, p.timestamp_sum)
+    return topics
+
+
+def producer_profile(written: BatchWritten) -> dict[str, float]:
+    """The tasks' producer metrics averaged (records-per-request-avg, bufferpool-wait-ratio, ...)."""
+    values: dict[str, list[float]] = {}
+    for task in written.tasks:
+        for name, value in (task.get("producer") or {}).items():
+            if value is not None:
+                values.setdefault(name, []).append(value)
+    return {name: round(sum(v) / len(v), 3) for name, v in values.items()}
 
 
 # ---------------------------------------------------------------------- the job
@@ -360,6 +335,9 @@ def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
     }
     master = job.spark.master
     conf["spark.master"] = master
+    if job.spark.driver_memory:
+        # Read when pyspark launches the driver JVM (spark-submit), so local mode honours it too.
+        conf["spark.driver.memory"] = str(job.spark.driver_memory)
     if job.spark.executor_memory:
         conf["spark.executor.memory"] = str(job.spark.executor_memory)
     if job.spark.executor_cores:
@@ -387,6 +365,11 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     metrics = MirrorMetrics(job.name, status_file)
     metrics.write_status()
     spark = build_session(job, jars)
+    try:
+        check_writer(spark, jars)
+    except ComponentMissing:
+        spark.stop()
+        raise
     # After the SparkContext exists: it installs its own SIGINT handler, which this replaces so
     # that Ctrl-C and SIGTERM both stop the queries between batches and exit cleanly.
     if threading.current_thread() is threading.main_thread():
@@ -410,12 +393,6 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
         while not stop.wait(min(1.0, trigger_seconds(job.spark.trigger_interval))):
             for p in pipelines:
                 p.metrics.flow(p.flow.name).checkpoints_written = p.group_mirror.counters.checkpoints_written
-                if (p.restart_requested and p.query is not None and p.query.isActive
-                        and not p.query.status.get("isTriggerActive")):
-                    log.info("flow=%s restarting its query to report new topics one by one", p.flow.name)
-                    p.query.stop()
-                    p.start()
-                    continue
                 if p.query is not None and not p.query.isActive:
                     error = p.query.exception()
                     message = str(error.desc if hasattr(error, "desc") else error) if error else "query stopped"

@@ -40,8 +40,8 @@ def spark_ready():
         jars = components().spark_kafka_jars
     except ComponentMissing as exc:
         missing(str(exc))
-    if not any(j.name == "mm2spec-spark-interceptor.jar" for j in jars):
-        missing("mm2spec-spark-interceptor.jar is not installed; run scripts/install-spark.sh")
+    if not any(j.name == "mm2spec-spark-writer.jar" for j in jars):
+        missing("mm2spec-spark-writer.jar is not installed; run scripts/install-spark.sh")
     return jars
 
 

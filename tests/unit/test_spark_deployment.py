@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
 from mm2spec.cli import mirror as mirror_cli  # noqa: E402
 from mm2spec.runtime import deployment as mirror  # noqa: E402
-from mm2spark.metrics import BatchReport, MirrorMetrics, progress_line  # noqa: E402
+from mm2spark.metrics import BatchReport, MirrorMetrics, TopicBatch, progress_line  # noqa: E402
 
 
 def test_mirror_command_registers_with_a_handler():
@@ -73,16 +73,16 @@ def test_foreground_and_background_runs_record_the_same_config_hash(tmp_path, mo
         mirror.stop(tmp_path / "bg", timeout=10)
 
 
-def test_figures_per_topic_from_observed_metrics(tmp_path):
+def test_figures_per_topic_from_the_writers_results(tmp_path):
     metrics = MirrorMetrics("job", tmp_path / "status.json")
-    metrics.set_slots("f", ["orders", "payments"])
     now = 1_000_000.0
-    observed = {"r0": 10, "b0": 1000, "m0": int(now * 1000) - 500, "s0": 10 * (int(now * 1000) - 200),
-                "r1": 0, "ro": 4, "bo": 40, "mo": int(now * 1000) - 50, "so": 4 * (int(now * 1000) - 50)}
-    metrics.record_batch(BatchReport("f", 0, ["invoices-1"], offset_syncs=3))
-    batches = metrics.record_observed("f", observed, now=now)
-    assert set(batches) == {"orders", "invoices-1"}  # the new topic named, the idle one absent
+    orders, invoices = TopicBatch(), TopicBatch()
+    orders.add(10, 1000, int(now * 1000) - 500, 10 * (int(now * 1000) - 200))
+    invoices.add(4, 40, int(now * 1000) - 50, 4 * (int(now * 1000) - 50))
+    metrics.record_batch(BatchReport("f", 0, {"orders": orders, "invoices-1": invoices, "idle": TopicBatch()},
+                                     offset_syncs=3, producer={"records-per-request-avg": 7.5}), now=now)
     figures = metrics.flow("f")
+    assert set(figures.topics) == {"orders", "invoices-1"}  # the idle topic absent
     assert figures.records == 14 and figures.bytes == 1040 and figures.offset_syncs_written == 3
     assert figures.topics["orders"].replication_latency_ms_max == 500
     assert figures.topics["orders"].replication_latency_ms_avg == 200
@@ -90,6 +90,7 @@ def test_figures_per_topic_from_observed_metrics(tmp_path):
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["flows"]["f"]["topics"]["orders"]["replicationLatencyMsAvg"] == 200
     assert status["flows"]["f"]["offsetSyncsWritten"] == 3
+    assert status["flows"]["f"]["producerMetrics"] == {"records-per-request-avg": 7.5}
     assert "flow=f batch=0 records=14" in progress_line("f", figures, 0, 14)
 
 
@@ -132,7 +133,8 @@ def test_job_reports_missing_jars_as_an_error_line(tmp_path, capsys, monkeypatch
     assert mirror_job.main(["--config", str(_job_file(tmp_path))]) == 1
     assert capsys.readouterr().err == "error: the Spark Kafka connector jars are not installed: run scripts/setup\n"
     assert mirror_job.main(["--config", str(_job_file(tmp_path)), "--jars", "/x/spark-sql-kafka.jar"]) == 1
-    assert "interceptor jar is missing" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "mm2spec-spark-writer.jar" in err and "scripts/install-spark.sh" in err
 
 
 def test_job_reports_a_user_error_at_start_as_an_error_line_and_lets_bugs_through(tmp_path, capsys, monkeypatch,
@@ -143,7 +145,7 @@ def test_job_reports_a_user_error_at_start_as_an_error_line_and_lets_bugs_throug
     def unreachable(*_, **__):
         raise ClusterUnreachable("cluster dr (127.0.0.1:2) did not answer within 30s")
 
-    jars = ["--jars", "/x/mm2spec-spark-interceptor.jar"]
+    jars = ["--jars", "/x/mm2spec-spark-writer.jar"]
     monkeypatch.setattr(mm2spark.pipeline, "run", unreachable)
     assert mirror_job.main(["--config", str(_job_file(tmp_path)), *jars]) == 1
     assert capsys.readouterr().err == "error: cluster dr (127.0.0.1:2) did not answer within 30s\n"

@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "spark"))
 
 from mm2spark.config import JobConfigError, parse_job_config, resolve_env, trigger_seconds  # noqa: E402
-from mm2spark.eos import EosWriterSettings, runs_of  # noqa: E402
-from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run, runs_from_offsets  # noqa: E402
+from mm2spark.eos import EosWriterSettings  # noqa: E402
+from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run  # noqa: E402
 from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
 from mm2spark.topics import ReplicationPolicy, checkpoints_topic, group_filter, offset_syncs_topic, topic_filter  # noqa: E402
 
@@ -243,27 +243,53 @@ def test_translation_is_mm2s():
     assert store.translate("t", 0, 100) == 1
 
 
-def test_runs_from_end_offsets():
-    assert runs_from_offsets("t", 0, 100, 200, 50, 150) == [Run("t", 0, 100, 50, 100)]
-    # fewer/more records than offsets (gaps, a retried task): only the end is certain
-    assert runs_from_offsets("t", 0, 100, 200, 50, 140) == [Run("t", 0, 199, 139, 1)]
-    assert runs_from_offsets("t", 0, 100, 200, 50, 50) == []
-
-
-def test_runs_of_parallel_offsets():
-    assert runs_of([5, 6, 7, 9, 10], [0, 1, 2, 3, 4]) == [(5, 0, 3), (9, 3, 2)]
-    assert runs_of([1, 2, 3], [10, 11, 13]) == [(1, 10, 2), (3, 13, 1)]
-
-
 def test_eos_settings_name_per_partition_transactions():
-    settings = EosWriterSettings(job="payments-dr", flow="primary-to-dr", source_alias="primary", identity=False,
-                                 separator=".", target={"bootstrap.servers": "x"},
-                                 producer_overrides=(("compression.type", "zstd"), ("buffer.memory", "1")))
+    settings = EosWriterSettings(job="payments-dr", flow="primary-to-dr",
+                                 producer_overrides=(("transaction.timeout.ms", "60000"),))
     assert settings.transactional_id("orders", 3) == "mm2spec-mirror.payments-dr.primary-to-dr.orders.3"
-    assert settings.target_topic("orders") == "primary.orders"
-    conf = settings.producer_conf("orders", 3)
-    assert conf["compression.type"] == "zstd" and "buffer.memory" not in conf  # Java-only key dropped
-    assert conf["enable.idempotence"] is True and conf["acks"] == "all"
+    conf = settings.writer_settings()
+    assert conf["transactional.id.prefix"] + "orders.3" == settings.transactional_id("orders", 3)
+    assert conf["progress.group"] == "mm2spec-mirror.payments-dr.primary-to-dr"
+    # the transaction's waits stay inside transaction.timeout.ms (the broker aborts past it)
+    assert conf["producer.transaction.timeout.ms"] == "60000"
+    assert int(conf["producer.delivery.timeout.ms"]) + 2 * int(conf["producer.max.block.ms"]) <= 60000
+    assert int(conf["producer.request.timeout.ms"]) + 5 <= int(conf["producer.delivery.timeout.ms"])
+    with pytest.raises(errors.JobConfigError, match="transaction.timeout.ms"):
+        EosWriterSettings(job="j", flow="f", producer_overrides=(("transaction.timeout.ms", "soon"),))
+
+
+def test_writer_settings_target_names_credentials_and_overrides():
+    from mm2spark.writer import writer_settings
+
+    flow = parse_job_config(job(**{"replication.policy.class": DEFAULT, "producer.override.batch.size": "65536",
+                                   "producer.override.interceptor.classes": "x.Y",
+                                   "exactly.once.source.support": "enabled"})).flows[0]
+    settings = writer_settings("payments-dr", flow)
+    assert settings["target.prefix"] == "primary."
+    assert settings["connection.bootstrap.servers"] == "127.0.0.1:29092"
+    assert settings["producer.batch.size"] == "65536" and "producer.interceptor.classes" not in settings
+    assert settings["producer.acks"] == "all" and settings["producer.enable.idempotence"] == "true"
+    assert settings["mode"] == "exactly-once" and settings["progress.group"] == "mm2spec-mirror.payments-dr.primary-to-dr"
+    identity = writer_settings("j", parse_job_config(job(**{"exactly.once.source.support": "disabled"})).flows[0])
+    assert identity["target.prefix"] == "" and identity["mode"] == "at-least-once"
+
+
+def test_writer_results_become_runs_and_per_topic_figures():
+    from mm2spark.pipeline import producer_profile, topic_batches
+    from mm2spark.writer import BatchWritten
+
+    lines = ['{"kind":"partition","topic":"orders","partition":0,"targetTopic":"orders","records":3,"bytes":30,'
+             '"skipped":0,"timestampMin":100,"timestampSum":330,"runs":[[5,0,2],[9,2,1]]}',
+             '{"kind":"partition","topic":"orders","partition":1,"targetTopic":"orders","records":1,"bytes":10,'
+             '"skipped":2,"timestampMin":50,"timestampSum":50,"runs":[]}',
+             '{"kind":"task","records":4,"writeMs":12,"producer":{"records-per-request-avg":4.0,"io-wait-ratio":null}}',
+             '{"kind":"task","records":0,"writeMs":1,"producer":{"records-per-request-avg":2.0}}']
+    written = BatchWritten.parse(lines)
+    assert written.runs == [Run("orders", 0, 5, 0, 2), Run("orders", 0, 9, 2, 1)]
+    assert written.skipped == 2
+    orders = topic_batches(written)["orders"]
+    assert (orders.records, orders.bytes, orders.timestamp_min, orders.timestamp_sum) == (4, 40, 50, 380)
+    assert producer_profile(written) == {"records-per-request-avg": 3.0}
 
 
 def test_admin_failures_are_mm2spec_errors():
@@ -321,3 +347,38 @@ def test_offset_log_reads_sparks_offsets_file(tmp_path):
     log = OffsetLog(spark=None, checkpoint=str(tmp_path))
     assert log.end(4) == {("orders", 0): 10, ("orders", 1): 20, ("payments", 0): 5}
     assert log.start(4) == {("orders", 0): 7, ("orders", 1): 20}
+
+
+# ------------------------------------------------------------------------------- the writer jar
+
+class _Spark:
+    """Just what check_writer reads of a SparkSession: the version and the JVM gateway."""
+
+    def __init__(self, version: str, built_for):
+        self.version = version
+
+        def built():
+            if isinstance(built_for, Exception):
+                raise built_for
+            return built_for
+
+        writer = type("MirrorWriter", (), {"builtFor": staticmethod(built)})
+        jvm = type("Jvm", (), {"mm2spec": type("P", (), {"spark": type("P", (), {"MirrorWriter": writer})})})
+        self.sparkContext = type("Context", (), {"_jvm": jvm})
+
+
+@pytest.mark.parametrize(("jars", "built_for", "message"), [
+    (["/j/spark-sql-kafka.jar"], "4.0.1", "mm2spec-spark-writer.jar.* is missing"),
+    (["/j/mm2spec-spark-writer.jar"], "3.5.1", "built for Spark 3.5.1 but this job runs Spark 4.0.1"),
+    (["/j/mm2spec-spark-writer.jar"], "no-class", "cannot be loaded"),
+])
+def test_a_missing_or_foreign_writer_jar_stops_the_job_naming_the_install_script(jars, built_for, message):
+    from py4j.protocol import Py4JError
+
+    from mm2spark.writer import check_writer
+
+    spark = _Spark("4.0.1", Py4JError("no class") if built_for == "no-class" else built_for)
+    with pytest.raises(errors.ComponentMissing, match=message) as stopped:
+        check_writer(spark, jars)
+    assert "scripts/install-spark.sh" in str(stopped.value)
+    check_writer(_Spark("4.0.1", "4.0.1"), ["/j/mm2spec-spark-writer.jar"])  # the right jar passes

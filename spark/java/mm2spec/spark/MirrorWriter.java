@@ -1,0 +1,45 @@
+package mm2spec.spark;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+
+/**
+ * The mirroring job's data path: {@code foreachBatch} hands each micro-batch's DataFrame to
+ * {@link #write} through the JVM gateway. Its rows are written by the executors as Spark's internal
+ * rows, never converted to Python objects; only one short JSON line per source partition (what was
+ * written, where it landed) comes back to the Python driver, which writes MM2's offset syncs.
+ */
+public final class MirrorWriter {
+    /** The columns of Spark's Kafka source the writer reads, in {@link WriteTask}'s order. */
+    static final String[] COLUMNS = {"topic", "partition", "offset", "timestamp", "key", "value", "headers"};
+    /** Written into the jar by scripts/install-spark.sh: the Spark version it was compiled against. */
+    private static final String BUILD_INFO = "/mm2spec-spark-writer.properties";
+
+    private MirrorWriter() {
+    }
+
+    /** The Spark version this jar was compiled against (the job refuses to run with another). */
+    public static String builtFor() throws IOException {
+        try (InputStream in = MirrorWriter.class.getResourceAsStream(BUILD_INFO)) {
+            if (in == null) {
+                return "unknown";
+            }
+            Properties props = new Properties();
+            props.load(in);
+            return props.getProperty("spark.version", "unknown");
+        }
+    }
+
+    /** Writes the batch (see {@link WriterSettings} for {@code settings}); JSON lines, see {@link WriteTask}. */
+    public static List<String> write(Dataset<Row> batch, Map<String, String> settings) {
+        WriterSettings parsed = new WriterSettings(settings);
+        Dataset<Row> rows = batch.select(COLUMNS[0], java.util.Arrays.copyOfRange(COLUMNS, 1, COLUMNS.length));
+        return rows.queryExecution().toRdd().toJavaRDD().mapPartitions(new WriteTask(parsed)).collect();
+    }
+}

@@ -1,0 +1,105 @@
+package mm2spec.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.RecordMetadata;
+
+/**
+ * What one task wrote of one source partition: counts, the source timestamps (for the replication
+ * latency figure) and the exact upstream to downstream offset runs that the offset syncs need.
+ *
+ * <p>Runs are built from delivery callbacks, so they are exact without asking the target for its
+ * end offsets: with idempotence the producer acknowledges one partition's records in send order,
+ * and each acknowledgement either extends the current run (both offsets advanced by one) or starts
+ * a new one. Callbacks run on the producer's I/O thread, hence the synchronisation.
+ */
+final class PartitionWrite {
+    final String topic;
+    final int partition;
+    final String targetTopic;
+    long records;
+    long bytes;
+    long skipped;
+    long timestampMin = Long.MAX_VALUE;
+    long timestampSum;
+    /** The last upstream offset sent: the exactly-once progress committed with the transaction. */
+    long lastUpstream = -1;
+
+    private final List<long[]> runs = new ArrayList<>();
+    private long acknowledged;
+    private Exception failure;
+
+    PartitionWrite(String topic, int partition, String targetTopic) {
+        this.topic = topic;
+        this.partition = partition;
+        this.targetTopic = targetTopic;
+    }
+
+    /** Counts a record about to be sent and returns the callback that records where it landed. */
+    Callback sent(long upstreamOffset, long timestampMs, int size) {
+        records++;
+        bytes += size;
+        timestampSum += timestampMs;
+        timestampMin = Math.min(timestampMin, timestampMs);
+        lastUpstream = upstreamOffset;
+        return (RecordMetadata metadata, Exception exception) -> acknowledge(upstreamOffset, metadata, exception);
+    }
+
+    private synchronized void acknowledge(long upstream, RecordMetadata metadata, Exception exception) {
+        if (exception != null) {
+            if (failure == null) {
+                failure = exception;
+            }
+            return;
+        }
+        acknowledged++;
+        long downstream = metadata.offset();
+        long[] last = runs.isEmpty() ? null : runs.get(runs.size() - 1);
+        if (last != null && last[0] + last[2] == upstream && last[1] + last[2] == downstream) {
+            last[2]++;
+        } else {
+            runs.add(new long[] {upstream, downstream, 1});
+        }
+    }
+
+    /** A replayed exactly-once batch wrote nothing: report where the committed end landed. */
+    synchronized void alreadyMirrored(long upstream, long downstream) {
+        runs.add(new long[] {upstream, downstream, 1});
+    }
+
+    synchronized Exception failure() {
+        return failure;
+    }
+
+    /** Every record sent was acknowledged (call after flush). */
+    synchronized boolean complete() {
+        return failure == null && acknowledged == records;
+    }
+
+    /** The downstream offset of the last acknowledged record, or -1. */
+    synchronized long lastDownstream() {
+        long[] last = runs.isEmpty() ? null : runs.get(runs.size() - 1);
+        return last == null ? -1 : last[1] + last[2] - 1;
+    }
+
+    synchronized String toJson() {
+        StringBuilder out = new StringBuilder(128 + runs.size() * 24);
+        out.append("{\"kind\":\"partition\",\"topic\":").append(Json.quote(topic))
+           .append(",\"partition\":").append(partition)
+           .append(",\"targetTopic\":").append(Json.quote(targetTopic))
+           .append(",\"records\":").append(records)
+           .append(",\"bytes\":").append(bytes)
+           .append(",\"skipped\":").append(skipped)
+           .append(",\"timestampMin\":").append(records > 0 ? Long.toString(timestampMin) : "null")
+           .append(",\"timestampSum\":").append(timestampSum)
+           .append(",\"runs\":[");
+        for (int i = 0; i < runs.size(); i++) {
+            long[] run = runs.get(i);
+            out.append(i == 0 ? "" : ",").append('[').append(run[0]).append(',').append(run[1]).append(',')
+               .append(run[2]).append(']');
+        }
+        return out.append("]}").toString();
+    }
+}

@@ -1,0 +1,283 @@
+package mm2spec.spark;
+
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * One Spark task of a micro-batch: writes its rows (one source partition, in offset order, as
+ * Spark's Kafka source hands them out) to the target and returns one JSON line per source
+ * partition ({@link PartitionWrite}) plus one for the task (its time and producer metrics).
+ * Rows are Spark's internal rows, read field by field: nothing is converted for Python.
+ */
+final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> {
+    private static final long serialVersionUID = 1L;
+
+    /** Column order of the rows, as {@link MirrorWriter#COLUMNS} selects them. */
+    static final int TOPIC = 0, PARTITION = 1, OFFSET = 2, TIMESTAMP = 3, KEY = 4, VALUE = 5, HEADERS = 6;
+    /** The producer metrics each task reports: the profile of the write (spark/README.md). */
+    private static final String[] PRODUCER_METRICS = {"records-per-request-avg", "bufferpool-wait-ratio",
+        "batch-size-avg", "request-latency-avg", "record-queue-time-avg", "io-wait-ratio", "outgoing-byte-rate"};
+
+    private final WriterSettings settings;
+
+    WriteTask(WriterSettings settings) {
+        this.settings = settings;
+    }
+
+    @Override
+    public Iterator<String> call(Iterator<InternalRow> rows) {
+        long began = System.nanoTime();
+        List<PartitionWrite> writes = new ArrayList<>();
+        Map<String, Double> producerMetrics = settings.exactlyOnce() ? exactlyOnce(rows, writes) : atLeastOnce(rows, writes);
+        List<String> out = new ArrayList<>(writes.size() + 1);
+        long records = 0;
+        for (PartitionWrite write : writes) {
+            out.add(write.toJson());
+            records += write.records;
+        }
+        out.add("{\"kind\":\"task\",\"records\":" + records + ",\"writeMs\":" + (System.nanoTime() - began) / 1_000_000
+                + ",\"producer\":" + Json.numbers(producerMetrics) + "}");
+        return out.iterator();
+    }
+
+    // ------------------------------------------------------------------ at-least-once
+
+    private Map<String, Double> atLeastOnce(Iterator<InternalRow> rows, List<PartitionWrite> writes) {
+        KafkaProducer<byte[], byte[]> producer = Producers.borrow(settings);
+        boolean healthy = false;
+        try {
+            Cursor cursor = new Cursor(settings.targetPrefix());
+            while (rows.hasNext()) {
+                InternalRow row = rows.next();
+                PartitionWrite write = cursor.partitionOf(row, writes);
+                send(producer, write, row);
+                if (write.failure() != null) {
+                    break;
+                }
+            }
+            producer.flush();
+            for (PartitionWrite write : writes) {
+                check(write);
+            }
+            healthy = true;
+            return metrics(producer);
+        } finally {
+            Producers.giveBack(settings, producer, healthy);
+        }
+    }
+
+    // ------------------------------------------------------------------ exactly-once
+
+    /**
+     * mm2spark/eos.py's protocol, streamed: per source partition one transaction of its
+     * transactional producer, holding the records at or past the partition's committed progress
+     * and the new progress (next source offset, downstream offset of the last record as metadata)
+     * committed to the progress group with sendOffsetsToTransaction.
+     */
+    private Map<String, Double> exactlyOnce(Iterator<InternalRow> rows, List<PartitionWrite> writes) {
+        Cursor cursor = new Cursor(settings.targetPrefix());
+        Transaction transaction = null;
+        Map<String, Double> producerMetrics = new LinkedHashMap<>();
+        try {
+            while (rows.hasNext()) {
+                InternalRow row = rows.next();
+                PartitionWrite write = cursor.partitionOf(row, writes);
+                if (transaction == null || transaction.write != write) {
+                    if (transaction != null) {
+                        transaction.commit();
+                    }
+                    transaction = new Transaction(write);
+                }
+                transaction.offer(row);
+            }
+            if (transaction != null) {
+                transaction.commit();
+                producerMetrics = transaction.producer == null ? producerMetrics : metrics(transaction.producer);
+            }
+            return producerMetrics;
+        } catch (RuntimeException failure) {
+            if (transaction != null) {
+                transaction.abandon();
+            }
+            throw failure;
+        }
+    }
+
+    /** One source partition's transaction in this batch. */
+    private final class Transaction {
+        final PartitionWrite write;
+        final String transactionalId;
+        final long next;
+        final long committedDownstream;
+        KafkaProducer<byte[], byte[]> producer;
+
+        Transaction(PartitionWrite write) {
+            this.write = write;
+            this.transactionalId = settings.transactionalId(write.topic, write.partition);
+            OffsetAndMetadata progress = readProgress(new TopicPartition(write.targetTopic, write.partition));
+            this.next = progress == null ? -1 : progress.offset();
+            this.committedDownstream = progress == null ? -1 : downstreamOf(progress);
+        }
+
+        void offer(InternalRow row) {
+            if (row.getLong(OFFSET) < next) {
+                write.skipped++;  // a replayed batch: committed before the crash
+                return;
+            }
+            if (producer == null) {
+                producer = Producers.transactional(settings, transactionalId);
+                producer.beginTransaction();
+            }
+            send(producer, write, row);
+        }
+
+        void commit() {
+            if (producer == null) {
+                if (write.skipped > 0 && committedDownstream >= 0) {
+                    // The offset sync a crash may have lost is written now.
+                    write.alreadyMirrored(next - 1, committedDownstream);
+                }
+                return;
+            }
+            producer.flush();
+            check(write);
+            TopicPartition target = new TopicPartition(write.targetTopic, write.partition);
+            producer.sendOffsetsToTransaction(
+                Map.of(target, new OffsetAndMetadata(write.lastUpstream + 1, Long.toString(write.lastDownstream()))),
+                new ConsumerGroupMetadata(settings.progressGroup()));
+            producer.commitTransaction();
+        }
+
+        /** After a failure: abort if possible, and start the next batch with a fresh producer (its
+         *  initTransactions aborts whatever this one left open). */
+        void abandon() {
+            if (producer == null) {
+                return;
+            }
+            try {
+                producer.abortTransaction();
+            } catch (KafkaException ignored) {
+                // fenced or in an unknown state: the next initTransactions aborts it
+            }
+            Producers.discard(settings, transactionalId);
+        }
+    }
+
+    private OffsetAndMetadata readProgress(TopicPartition target) {
+        String group = settings.progressGroup();
+        try {
+            Map<TopicPartition, OffsetAndMetadata> committed = Producers.admin(settings)
+                .listConsumerGroupOffsets(Map.of(group, new ListConsumerGroupOffsetsSpec().topicPartitions(List.of(target))),
+                                          new ListConsumerGroupOffsetsOptions().requireStable(true))
+                .partitionsToOffsetAndMetadata(group)
+                .get(settings.progressTimeoutMs(), java.util.concurrent.TimeUnit.MILLISECONDS);
+            return committed.get(target);
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+            throw new KafkaException("reading the progress of " + target + " from group " + group
+                                     + " on the target cluster failed: " + e, e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new KafkaException("interrupted while reading the progress of " + target, e);
+        }
+    }
+
+    private static long downstreamOf(OffsetAndMetadata progress) {
+        try {
+            return Long.parseLong(progress.metadata());
+        } catch (NumberFormatException | NullPointerException e) {
+            return -1;
+        }
+    }
+
+    // ------------------------------------------------------------------ both
+
+    /** Tracks which source partition the rows belong to (they arrive grouped by partition). */
+    private static final class Cursor {
+        private final String targetPrefix;
+        private UTF8String topic;
+        private int partition = -1;
+        private PartitionWrite current;
+
+        Cursor(String targetPrefix) {
+            this.targetPrefix = targetPrefix;
+        }
+
+        PartitionWrite partitionOf(InternalRow row, List<PartitionWrite> writes) {
+            UTF8String rowTopic = row.getUTF8String(TOPIC);
+            int rowPartition = row.getInt(PARTITION);
+            if (current == null || rowPartition != partition || !rowTopic.equals(topic)) {
+                topic = rowTopic.clone();  // the row's bytes are reused for the next row
+                partition = rowPartition;
+                String name = topic.toString();
+                current = new PartitionWrite(name, partition, targetPrefix + name);
+                writes.add(current);
+            }
+            return current;
+        }
+    }
+
+    private static void send(KafkaProducer<byte[], byte[]> producer, PartitionWrite write, InternalRow row) {
+        byte[] key = row.isNullAt(KEY) ? null : row.getBinary(KEY);
+        byte[] value = row.isNullAt(VALUE) ? null : row.getBinary(VALUE);
+        Long timestamp = row.isNullAt(TIMESTAMP) ? null : Math.floorDiv(row.getLong(TIMESTAMP), 1000L);
+        ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(write.targetTopic, write.partition, timestamp, key,
+                                                                     value, headers(row));
+        int size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
+        producer.send(record, write.sent(row.getLong(OFFSET), timestamp == null ? 0 : timestamp, size));
+    }
+
+    private static RecordHeaders headers(InternalRow row) {
+        if (row.isNullAt(HEADERS)) {
+            return null;
+        }
+        ArrayData array = row.getArray(HEADERS);
+        Header[] headers = new Header[array.numElements()];
+        for (int i = 0; i < headers.length; i++) {
+            InternalRow header = array.getStruct(i, 2);
+            headers[i] = new RecordHeader(header.getUTF8String(0).toString(), header.isNullAt(1) ? null : header.getBinary(1));
+        }
+        return new RecordHeaders(headers);
+    }
+
+    private static void check(PartitionWrite write) {
+        if (!write.complete()) {
+            Exception failure = write.failure();
+            throw new KafkaException("mirroring " + write.topic + "-" + write.partition + " to " + write.targetTopic
+                                     + " on the target cluster failed: "
+                                     + (failure != null ? failure.toString() : "records not acknowledged"), failure);
+        }
+    }
+
+    private static Map<String, Double> metrics(KafkaProducer<byte[], byte[]> producer) {
+        Map<String, Double> out = new LinkedHashMap<>();
+        for (Map.Entry<MetricName, ? extends Metric> entry : producer.metrics().entrySet()) {
+            MetricName name = entry.getKey();
+            if ("producer-metrics".equals(name.group()) && List.of(PRODUCER_METRICS).contains(name.name())
+                    && entry.getValue().metricValue() instanceof Number number) {
+                out.put(name.name(), number.doubleValue());
+            }
+        }
+        return out;
+    }
+}
