@@ -15,6 +15,7 @@ def spark_job_config(state: DesiredState) -> dict:
         "master": spark.master,
         "trigger.interval": spark.trigger_interval,
         "checkpoint.location": spark.checkpoint_location,
+        "driver.memory": spark.driver_memory,
     }
     optional = {"max.offsets.per.trigger": spark.max_offsets_per_trigger,
                 "executor.instances": spark.executor_instances,

@@ -63,13 +63,14 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
     executors = spark_spec.get("executors") or {}
     spark = SparkDeployment(
         master=spark_spec.get("master", "local[*]"),
-        trigger_interval=spark_spec.get("triggerInterval", "1 second"),
-        max_offsets_per_trigger=spark_spec.get("maxOffsetsPerTrigger"),
+        trigger_interval=spark_spec.get("triggerInterval", "500 milliseconds"),
+        max_offsets_per_trigger=spark_spec.get("maxOffsetsPerTrigger", 100_000),
         checkpoint_location=spark_spec.get("checkpointLocation") or f"./.mm2spec/checkpoints/{name}",
         executor_instances=executors.get("instances"),
         executor_cores=executors.get("cores"),
         executor_memory=executors.get("memory"),
         config=_props(spark_spec.get("config")),
+        driver_memory=spark_spec.get("driverMemory", "1g"),
     )
     acls = data.get("acls") or {}
     principal = acls.get("principal", "User:mm2")

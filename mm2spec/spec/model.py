@@ -298,6 +298,8 @@ class SparkDeployment:
     """``spark.executor.memory``, e.g. ``4g`` (``spark.executors.memory``); None: Spark's default."""
     config: tuple[tuple[str, str], ...]
     """Extra Spark properties (``spark.*``) as sorted (key, value) pairs (``spark.config``)."""
+    driver_memory: str = "1g"
+    """``spark.driver.memory`` (``spark.driverMemory``); with ``local[N]`` the driver JVM runs the tasks too."""
 
 
 @dataclass(frozen=True)

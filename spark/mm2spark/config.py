@@ -129,13 +129,24 @@ class MirrorFlowConfig:
         return self.target.alias
 
 
+#: The micro-batch trigger when the config sets none. Records wait for the next trigger, then for
+#: the batch's write: half a second keeps p99 replication latency under a second at half of MM2's
+#: max rate (spark/README.md, "Latency"), while an idle flow still costs only two ListOffsets a second.
+TRIGGER_INTERVAL_DEFAULT = "500 milliseconds"
+#: Most records per micro-batch when the config sets none. Without a cap a backlog (a new flow, a
+#: restart after an outage) runs as one batch: nothing reaches the target's consumers, no offset
+#: sync is written and no progress is checkpointed until all of it is copied. 100,000 records is
+#: 1-3 s of writing on the 2-core benchmark machine, so batches stay short and steady.
+MAX_OFFSETS_PER_TRIGGER_DEFAULT = 100_000
+
+
 @dataclass(frozen=True)
 class SparkSettings:
     """Where and how the streaming queries run."""
 
     master: str = "local[2]"
-    trigger_interval: str = "1 second"
-    max_offsets_per_trigger: int | None = None
+    trigger_interval: str = TRIGGER_INTERVAL_DEFAULT
+    max_offsets_per_trigger: int | None = MAX_OFFSETS_PER_TRIGGER_DEFAULT
     checkpoint_location: str = "./.mm2spec/checkpoints/mirror"
     executor_instances: int | None = None
     executor_cores: int | None = None
@@ -264,8 +275,8 @@ def parse_job_config(data: Mapping[str, Any], environ: Mapping[str, str] | None 
     max_offsets = spark.get("max.offsets.per.trigger")
     settings = SparkSettings(
         master=str(spark.get("master", "local[2]")),
-        trigger_interval=str(spark.get("trigger.interval", "1 second")),
-        max_offsets_per_trigger=int(max_offsets) if max_offsets not in (None, "") else None,
+        trigger_interval=str(spark.get("trigger.interval", TRIGGER_INTERVAL_DEFAULT)),
+        max_offsets_per_trigger=int(max_offsets) if max_offsets not in (None, "") else MAX_OFFSETS_PER_TRIGGER_DEFAULT,
         checkpoint_location=str(spark.get("checkpoint.location") or f"./.mm2spec/checkpoints/{data.get('name', 'mirror')}"),
         executor_instances=spark.get("executor.instances"),
         executor_cores=spark.get("executor.cores"),
