@@ -1,25 +1,40 @@
-"""Mirroring throughput and latency, engine by engine, on the dev clusters. Prints a table.
+"""Mirroring throughput and latency, Spark against MirrorMaker 2, on the dev clusters. Prints tables.
 
-    .venv/bin/python benchmarks/mirror_throughput.py [--quick] [--engines spark-alo,spark-eos,mm2,perf]
+    .venv/bin/python benchmarks/mirror_throughput.py            # the full run (about an hour)
+    .venv/bin/python benchmarks/mirror_throughput.py --rounds 1 --window 30 --sizes 100B   # a quick look
 
-Same data for every engine: each data set is produced once into a source topic on ``primary``
-(1,000,000 records of 100 B and 200,000 of 1 KB, 6 partitions); every engine then mirrors that
-backlog into its own target topic on ``dr`` (DefaultReplicationPolicy with an engine-specific
-source alias, so the targets never collide):
+What is measured, and why it is fair:
 
-* spark-alo   the Spark job, at-least-once (Spark's Kafka sink), local[2]
-* spark-eos   the Spark job, exactly-once (transactional writer), local[2]
-* mm2         MirrorSourceConnector on a real Kafka Connect worker (tasks.max=2)
-* perf        kafka-producer-perf-test (writing dr) and kafka-consumer-perf-test (reading
-              primary): what the clusters take without any mirror, the ceiling
+* **Same data**: per record size (100 B, 1 KB: a 10-byte key + value) one source topic on
+  ``primary`` (6 partitions) is filled once with a backlog larger than any engine mirrors in one
+  run; every run mirrors it from the start into its own target topic on ``dr``
+  (DefaultReplicationPolicy with a per-run source alias), deleted afterwards.
+* **Steady state**: each run starts its engine, waits for the first records, lets it warm up
+  (``--warmup`` s), then fits records/s by least squares to the target's end offsets sampled every
+  100 ms over a window of ``--window`` s (>= 30 s and, for Spark, >= 10 micro-batches: the window
+  is extended until it holds 10). A run whose window would reach the backlog's end is flagged.
+* **Rounds**: ``--rounds`` (>= 5 for a report) with the engine order rotated each round; tables
+  show medians with the spread (min-max) and the Spark/MM2 ratio of each round's pair (the two
+  ran minutes apart, so machine load shifts them alike): spark-alo against mm2 (at-least-once),
+  spark-eos against mm2-eos (MM2 on a Connect worker with ``exactly.once.source.support=enabled``).
+* **Exactly-once counted committed**: for the eos engines the end offsets are the last stable
+  offsets (ListOffsets with read_committed); transaction markers take one offset per partition
+  per transaction (well under 0.1% here).
+* **CPU**: CPU-seconds of the engine's processes from /proc over the window (Spark: the driver's
+  process group -- Python driver, JVM, Python workers; MM2: the Connect worker JVM), so records
+  per CPU-second compare too. Brokers are not counted for either.
+* **Equal settings**: both engines get the same JVM heap (``--heap``: Spark's driver.memory, the
+  Connect worker's -Xmx), the same parallelism (local[2] against tasks.max=2) and the same client
+  settings (producer linger.ms/batch.size, consumer max.poll.records/max.partition.fetch.bytes:
+  the Spark job's defaults, given to MM2 as overrides); Spark runs otherwise with its rendered
+  defaults (trigger interval, max.offsets.per.trigger).
+* **Latency**: per size, each engine mirrors a fresh topic that a rate-limited producer writes at
+  half of MM2's median max rate, 20 s of warm-up then ``--latency-seconds`` counted; a consumer
+  on dr (read_committed for eos) takes receive time minus the source timestamp (every engine
+  keeps timestamps); p50/p99 over the counted records.
 
-Throughput: records mirrored / time from the first record arriving on dr to the last (engine
-start-up excluded). Latency: afterwards, with the engine caught up, a producer writes 20 s at a
-fixed rate into a second topic of the same flow (``lat-<alias>``, so no engine mirrors another's
-latency records) and a consumer on dr measures receive time minus source timestamp (timestamps
-are preserved by every engine); p50 and p99 over those records. The Spark job runs with the
-rendered defaults (trigger 1 second, max.offsets.per.trigger 1,000,000). Not a test: numbers depend on the
-machine, and on everything else running on it.
+The load average is printed with every run: the machine is shared, so trust ratios over absolute
+figures. Not a test: the numbers depend on the machine. ``--json FILE`` keeps every run.
 """
 
 from __future__ import annotations
@@ -28,38 +43,76 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mm2spec.runtime import deployment as mirror  # noqa: E402
-from mm2spec.components import components  # noqa: E402
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
+from mm2spec.dev import process  # noqa: E402
+from mm2spec.dev.config import connect_worker_properties  # noqa: E402
+from mm2spec.dev.connect import ConnectWorker  # noqa: E402
+from mm2spec.runtime import deployment as mirror  # noqa: E402
 
-DATASETS = [("100B", 1_000_000, 100), ("1KB", 200_000, 1024)]
+SIZES = {"100B": 100, "1KB": 1024}
+#: Backlog per size: more than the fastest engine mirrors in warm-up + window on this machine.
+BACKLOG = {"100B": 5_000_000, "1KB": 1_500_000}
 PARTITIONS = 6
-LATENCY_RATE = 5000  # records/s during the latency phase
-LATENCY_SECONDS = 20
+ENGINES = ("spark-alo", "mm2", "spark-eos", "mm2-eos")
+PEERS = {"spark-alo": "mm2", "spark-eos": "mm2-eos"}
+SAMPLE_EVERY_S = 0.1
+MIN_WINDOW_S = 30.0
+MIN_BATCHES = 10
+#: An engine must deliver its first record within this (Spark's start-up on a busy 2-core machine).
+FIRST_RECORD_TIMEOUT_S = 300.0
+#: The same client settings for both engines: the Spark job's defaults (spark/README.md).
+PRODUCER_SETTINGS = {"linger.ms": "5", "batch.size": "262144"}
+CONSUMER_SETTINGS = {"max.poll.records": "10000", "max.partition.fetch.bytes": "4194304"}
+KAFKA_CALL_TIMEOUT_S = 30.0
+#: After the latency producer stops, wait this long for its last records to arrive.
+LATENCY_DRAIN_S = 20.0
+#: The latency producer runs this long at the rate before its records count: a Spark job's first
+#: batches after start-up take seconds (JIT, clients created), which is start-up, not steady state.
+LATENCY_WARMUP_S = 20.0
+CONNECT_READY_TIMEOUT_S = 180.0
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+# ------------------------------------------------------------------------------------ Kafka
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, -1)]).values():
-        future.result(60)
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, -1)]).values():
+        future.result(KAFKA_CALL_TIMEOUT_S)
+
+
+def delete_topics(bootstrap: str, prefix: str) -> None:
+    """Frees the disk a run's target took (a full run writes tens of GB otherwise)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=KAFKA_CALL_TIMEOUT_S).topics if t.startswith(prefix)]
+    for future in (admin.delete_topics(names).values() if names else []):
+        try:
+            future.result(KAFKA_CALL_TIMEOUT_S)
+        except Exception as exc:  # a leftover topic costs disk, not correctness
+            log(f"deleting a topic under {prefix}: {exc}")
 
 
 def fill(bootstrap: str, topic: str, count: int, size: int) -> None:
@@ -74,77 +127,298 @@ def fill(bootstrap: str, topic: str, count: int, size: int) -> None:
                 break
             except BufferError:
                 producer.poll(0.05)
-    producer.flush(300)
+    producer.flush(600)
 
 
-def end_total(consumer: Consumer, topic: str) -> int:
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error:
+class EndOffsets:
+    """Sum of a topic's end offsets: the high watermark, or the last stable offset (read_committed)."""
+
+    def __init__(self, bootstrap: str, topic: str, committed: bool):
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.topic = topic
+        self.isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+
+    def total(self) -> int:
+        request = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+        try:
+            futures = self.admin.list_offsets(request, isolation_level=self.isolation, request_timeout=10)
+            return sum(f.result(10).offset for f in futures.values())
+        except Exception:  # not created yet, or no leader yet: nothing mirrored yet
             return 0
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions)
-    except KafkaException:  # a topic created a moment ago: no leader yet
-        return 0
 
 
-def measure_backlog(dr: str, topic: str, expected: int, timeout: float = 1800) -> tuple[float, float]:
-    """(seconds from first to last record on dr, records seen) by polling end offsets."""
-    consumer = Consumer({"bootstrap.servers": dr, "group.id": "bench-watch"})
-    first = None
-    deadline = time.monotonic() + timeout
+# ------------------------------------------------------------------------------------ CPU
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(process_group: int) -> float:
+    """User + system CPU of every live process in ``process_group`` (and their reaped children)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == process_group:  # field 5 of stat: pgrp
+            total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    return total / CLOCK_TICKS
+
+
+# ------------------------------------------------------------------------------------ engines
+
+
+@dataclass
+class Run:
+    size: str
+    engine: str
+    round: int
+    records_per_s: float = 0.0
+    mb_per_s: float = 0.0
+    cpu_s_per_s: float = 0.0
+    records_per_cpu_s: float = 0.0
+    window_s: float = 0.0
+    batches: int | None = None
+    exhausted: bool = False
+    load: list = field(default_factory=list)
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    latency_rate: float | None = None
+    profile: dict | None = None
+    """Spark: the last steady-state batch's phases (Spark's durationMs, the job's split of the
+    write) and the writer's producer metrics, from the status file at the end of the window."""
+
+
+class SparkEngine:
+    def __init__(self, name: str, workdir: Path, heap: str, master: str):
+        self.name, self.workdir, self.heap, self.master = name, workdir, heap, master
+        self.exactly_once = name == "spark-eos"
+        self.deployment = None
+
+    def start(self, primary: str, dr: str, alias: str, topics: str) -> None:
+        job = {
+            "apiVersion": "mm2spec/v1", "name": f"bench-{alias}", "environment": "bench",
+            "spark": {"master": self.master, "driver.memory": self.heap,
+                      "checkpoint.location": str(self.workdir / alias / "checkpoints")},
+            "flows": [{
+                "name": f"{alias}-to-dr", "source.cluster.alias": alias, "target.cluster.alias": "dr",
+                "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
+                "topics": topics, "groups": "none",
+                "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+                "offset-syncs.topic.location": "target",
+                "emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "false",
+                "exactly.once.source.support": "enabled" if self.exactly_once else "disabled",
+            }],
+        }
+        self.deployment = mirror.start(job, state_dir=self.workdir / alias / "state", wait_running=600)
+
+    def process_group(self) -> int:
+        return self.deployment.pid
+
+    def batches(self) -> int | None:
+        flows = mirror.status(self.deployment).flows or {}
+        return sum(int(f.get("batches") or 0) for f in flows.values())
+
+    def profile(self) -> dict | None:
+        flows = mirror.status(self.deployment).flows or {}
+        keys = ("batchDurationMs", "batchPhasesMs", "lastBatchMs", "producerMetrics")
+        return next(({k: f.get(k) for k in keys} for f in flows.values()), None)
+
+    def stop(self) -> None:
+        if self.deployment:
+            mirror.stop(self.deployment)
+
+
+class Mm2Engine:
+    """MirrorSourceConnector, tasks.max=2, on a Connect worker of its own (started per run, as the
+    Spark job is; exactly-once needs the worker-level setting)."""
+
+    def __init__(self, name: str, workdir: Path, heap: str, dr_spec):
+        self.name, self.workdir, self.heap, self.dr_spec = name, workdir, heap, dr_spec
+        self.exactly_once = name == "mm2-eos"
+        self.proc = None
+
+    def start(self, primary: str, dr: str, alias: str, topics: str) -> None:
+        [port] = process.pick_free_ports(1)
+        root = self.workdir / alias
+        root.mkdir(parents=True, exist_ok=True)
+        config = root / "worker.properties"
+        worker_props = connect_worker_properties(self.dr_spec, rest_port=port, group_id=f"bench-{alias}")
+        if self.exactly_once:
+            worker_props += "\nexactly.once.source.support=enabled\n"
+        config.write_text(worker_props)
+        worker = ConnectWorker(config, root, name=f"connect-{alias}", heap=self.heap)
+        self.proc = worker.start(tie_to_parent=True)
+        process.wait_all_ready({self.proc: worker.ready}, timeout=CONNECT_READY_TIMEOUT_S)
+        connector = {
+            "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": "2",
+            "source.cluster.alias": alias, "target.cluster.alias": "dr",
+            "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
+            "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+            "offset-syncs.topic.location": "target", "topics": topics,
+            "heartbeats.replication.enabled": "false", "sync.topic.acls.enabled": "false",
+            "replication.factor": "-1", "offset-syncs.topic.replication.factor": "-1",
+            "refresh.topics.interval.seconds": "1",
+            "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            **{f"producer.override.{k}": v for k, v in PRODUCER_SETTINGS.items()},
+            **{f"consumer.{k}": v for k, v in CONSUMER_SETTINGS.items()},
+        }
+        if self.exactly_once:
+            # MirrorSourceConnector supports exactly-once only when it reads the source read_committed
+            # (as the Spark job's exactly-once flows do).
+            connector.update({"exactly.once.support": "required", "consumer.isolation.level": "read_committed"})
+        request = urllib.request.Request(f"{worker.url}/connectors/{alias}/config", method="PUT",
+                                         data=json.dumps(connector).encode(), headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(request, timeout=KAFKA_CALL_TIMEOUT_S * 2).read()
+        except urllib.error.HTTPError as refused:
+            raise RuntimeError(f"{self.name}: Connect refused the connector: {refused.read().decode()[:2000]}") from None
+
+    def process_group(self) -> int:
+        return self.proc.pid
+
+    def batches(self) -> int | None:
+        return None
+
+    def profile(self) -> dict | None:
+        return None
+
+    def stop(self) -> None:
+        if self.proc:
+            process.stop(self.proc)
+
+
+# ------------------------------------------------------------------------------------ throughput
+
+
+@dataclass
+class Sample:
+    t: float
+    total: int
+    cpu: float
+    batches: int | None
+
+
+def sample_until(engine, ends: EndOffsets, done) -> list[Sample]:
+    """Samples every 100 ms until ``done(samples)`` says the window is complete."""
+    samples: list[Sample] = []
+    next_at = time.monotonic()
+    batches, batches_at = engine.batches(), time.monotonic()
+    while not samples or not done(samples):
+        now = time.monotonic()
+        if now - batches_at >= 1.0:  # the status file changes once per second
+            batches, batches_at = engine.batches(), now
+        samples.append(Sample(now, ends.total(), cpu_seconds(engine.process_group()), batches))
+        next_at += SAMPLE_EVERY_S
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    return samples
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope."""
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
+
+
+def measure_throughput(engine, primary: str, dr: str, size: str, backlog: int, alias: str, args) -> Run:
+    topic = f"bench-{size.lower()}"
+    target = f"{alias}.{topic}"
+    run = Run(size, engine.name, 0, load=[round(load_average(), 1)])
+    engine.start(primary, dr, alias, topic)
     try:
-        while time.monotonic() < deadline:
-            total = end_total(consumer, topic)
-            now = time.monotonic()
-            if total > 0 and first is None:
-                first = now
-            if total >= expected:
-                return now - first, total
-            time.sleep(0.1)
-        raise TimeoutError(f"{topic}: only {end_total(consumer, topic)} of {expected} records after {timeout:.0f}s")
-    finally:
-        consumer.close()
-
-
-def warm_up(primary: str, dr: str, source: str, target: str, timeout: float = 180) -> None:
-    """A few records through the latency topic first: engines create target topics lazily."""
-    producer = Producer({"bootstrap.servers": primary})
-    for i in range(PARTITIONS * 10):
-        producer.produce(source, key=b"warm-%d" % i, value=b"x", partition=i % PARTITIONS)
-    producer.flush(60)
-    consumer = Consumer({"bootstrap.servers": dr, "group.id": "bench-watch"})
-    deadline = time.monotonic() + timeout
-    try:
-        while end_total(consumer, target) < PARTITIONS * 10:
+        ends = EndOffsets(dr, target, committed=engine.name.endswith("eos"))
+        deadline = time.monotonic() + FIRST_RECORD_TIMEOUT_S
+        while ends.total() == 0:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{target}: warm-up records did not arrive within {timeout:.0f}s")
-            time.sleep(0.2)
+                raise TimeoutError(f"{engine.name}: no record on {target} within {FIRST_RECORD_TIMEOUT_S:.0f}s")
+            time.sleep(SAMPLE_EVERY_S)
+        began = time.monotonic()
+        start_at = began + args.warmup
+
+        def done(samples: list[Sample]) -> bool:
+            last = samples[-1]
+            if last.total >= backlog * 0.98:
+                return True
+            if last.t < start_at + args.window:
+                return False
+            first = next(s for s in samples if s.t >= start_at)
+            enough_batches = (last.batches is None or first.batches is None
+                              or last.batches - first.batches >= MIN_BATCHES)
+            return enough_batches or last.t > start_at + 3 * args.window
+
+        samples = [s for s in sample_until(engine, ends, done) if s.t >= start_at]
+        run.profile = engine.profile()
     finally:
-        consumer.close()
+        engine.stop()
+        delete_topics(dr, f"{alias}.")
+    run.exhausted = samples[-1].total >= backlog * 0.98
+    window = [s for s in samples if s.total < backlog * 0.98] or samples
+    run.window_s = window[-1].t - window[0].t
+    run.records_per_s = slope([(s.t, s.total) for s in window])
+    run.mb_per_s = run.records_per_s * SIZES[size] / 1e6
+    run.cpu_s_per_s = (window[-1].cpu - window[0].cpu) / run.window_s if run.window_s else 0.0
+    run.records_per_cpu_s = run.records_per_s / run.cpu_s_per_s if run.cpu_s_per_s else 0.0
+    if window[0].batches is not None and window[-1].batches is not None:
+        run.batches = window[-1].batches - window[0].batches
+    run.load.append(round(load_average(), 1))
+    return run
 
 
-def measure_latency(primary: str, dr: str, source: str, target: str, size: int, isolation: str) -> list[float]:
-    """End-to-end latencies (ms) of records written at a fixed rate while the mirror runs."""
+# ------------------------------------------------------------------------------------ latency
+
+
+def measure_latency(engine, primary: str, dr: str, size: str, alias: str, rate: float, seconds: float) -> list[float]:
+    """End-to-end latencies (ms) of records written at ``rate``/s while the engine mirrors."""
+    source = f"lat-{alias}"
+    target = f"{alias}.{source}"
+    create_topic(primary, source)
+    warm = Producer({"bootstrap.servers": primary})
+    for p in range(PARTITIONS):
+        warm.produce(source, key=b"warm", value=b"x", partition=p)
+    warm.flush(KAFKA_CALL_TIMEOUT_S)
+    engine.start(primary, dr, alias, source)
+    try:
+        ends = EndOffsets(dr, target, committed=engine.name.endswith("eos"))
+        deadline = time.monotonic() + FIRST_RECORD_TIMEOUT_S
+        while ends.total() < PARTITIONS:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{engine.name}: warm-up records did not reach {target}")
+            time.sleep(SAMPLE_EVERY_S)
+        return _timed_records(primary, dr, source, target, size, rate, seconds, engine.name.endswith("eos"))
+    finally:
+        engine.stop()
+        delete_topics(dr, f"{alias}.")
+
+
+def _timed_records(primary, dr, source, target, size, rate, seconds, committed) -> list[float]:
     consumer = Consumer({"bootstrap.servers": dr, "group.id": f"bench-lat-{time.time_ns()}", "enable.auto.commit": False,
-                         "isolation.level": isolation, "fetch.wait.max.ms": 10})
-    metadata = consumer.list_topics(target, timeout=10).topics[target]
+                         "isolation.level": "read_committed" if committed else "read_uncommitted",
+                         "fetch.wait.max.ms": 10})
     consumer.assign([TopicPartition(target, p, consumer.get_watermark_offsets(TopicPartition(target, p))[1])
-                     for p in metadata.partitions])
+                     for p in range(PARTITIONS)])
     marker = b"lat-"
     latencies: list[float] = []
     done = threading.Event()
 
     def write():
-        producer = Producer({"bootstrap.servers": primary, "linger.ms": 0})
-        payload = os.urandom(max(0, size - 14))
-        began = time.monotonic()
-        i = 0
-        while time.monotonic() - began < LATENCY_SECONDS:
-            producer.produce(source, key=marker + b"%010d" % i, value=payload, partition=i % PARTITIONS)
+        producer = Producer({"bootstrap.servers": primary, "linger.ms": 1})
+        payload = os.urandom(max(0, SIZES[size] - 14))
+        began, i = time.monotonic(), 0
+        while time.monotonic() - began < LATENCY_WARMUP_S + seconds:
+            counted = time.monotonic() - began >= LATENCY_WARMUP_S
+            producer.produce(source, key=(marker if counted else b"wrm-") + b"%010d" % i, value=payload,
+                             partition=i % PARTITIONS)
             i += 1
             if i % 50 == 0:
                 producer.poll(0)
-                ahead = i / LATENCY_RATE - (time.monotonic() - began)
+                ahead = i / rate - (time.monotonic() - began)
                 if ahead > 0:
                     time.sleep(ahead)
         producer.flush(60)
@@ -159,7 +433,7 @@ def measure_latency(primary: str, dr: str, source: str, target: str, size: int, 
                 latencies.append(time.time() * 1000 - msg.timestamp()[1])
         if done.is_set():
             quiet_since = quiet_since or time.monotonic()
-            if time.monotonic() - quiet_since > 15:
+            if time.monotonic() - quiet_since > LATENCY_DRAIN_S:
                 break
     writer.join()
     consumer.close()
@@ -173,173 +447,132 @@ def pct(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-# ------------------------------------------------------------------------------------ engines
+# ------------------------------------------------------------------------------------ report
 
 
-def spark_job(name: str, alias: str, primary: str, dr: str, topic: str, workdir: Path, exactly_once: bool) -> dict:
-    return {
-        "apiVersion": "mm2spec/v1", "name": name, "environment": "bench",
-        "spark": {"master": "local[2]", "trigger.interval": "1 second", "max.offsets.per.trigger": 1000000,
-                  "checkpoint.location": str(workdir / name / "checkpoints")},
-        "flows": [{
-            "name": f"{alias}-to-dr", "source.cluster.alias": alias, "target.cluster.alias": "dr",
-            "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
-            "topics": f"{topic},lat-{alias}", "groups": "none",
-            "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
-            "offset-syncs.topic.location": "target", "offset.lag.max": "100",
-            "emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "false",
-            "exactly.once.source.support": "enabled" if exactly_once else "disabled",
-            "producer.override.linger.ms": "5", "producer.override.batch.size": "262144",
-        }],
-    }
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
-class SparkEngine:
-    def __init__(self, exactly_once: bool):
-        self.exactly_once = exactly_once
-        self.name = "spark-eos" if exactly_once else "spark-alo"
-        self.isolation = "read_committed" if exactly_once else "read_uncommitted"
-        self.deployment = None
-
-    def start(self, primary, dr, topic, alias, workdir: Path):
-        job = spark_job(f"bench-{alias}", alias, primary, dr, topic, workdir, self.exactly_once)
-        self.deployment = mirror.start(job, state_dir=workdir / job["name"] / "state", wait_running=600)
-
-    def stop(self):
-        if self.deployment:
-            mirror.stop(self.deployment)
+def ratios(runs: list[Run], size: str, engine: str) -> list[float]:
+    """Per round: this engine's records/s over its peer's in the same round."""
+    peer = PEERS.get(engine)
+    by_round = {(r.engine, r.round): r for r in runs if r.size == size}
+    return [by_round[(engine, n)].records_per_s / by_round[(peer, n)].records_per_s
+            for (e, n) in by_round if e == engine and (peer, n) in by_round and by_round[(peer, n)].records_per_s]
 
 
-class Mm2Engine:
-    name = "mm2"
-    isolation = "read_uncommitted"
-
-    def __init__(self, connect_url: str):
-        self.url = connect_url
-        self.connector = None
-
-    def start(self, primary, dr, topic, alias, workdir: Path):
-        self.connector = f"{alias}-to-dr-MirrorSourceConnector"
-        config = {
-            "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": "2",
-            "source.cluster.alias": alias, "target.cluster.alias": "dr",
-            "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
-            "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
-            "offset-syncs.topic.location": "target", "topics": f"{topic},lat-{alias}",
-            "heartbeats.replication.enabled": "false",
-            "replication.factor": "-1", "offset-syncs.topic.replication.factor": "-1", "sync.topic.acls.enabled": "false",
-            "refresh.topics.interval.seconds": "1", "offset.lag.max": "100",
-            "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-            "producer.override.linger.ms": "5", "producer.override.batch.size": "262144",
-        }
-        request = urllib.request.Request(f"{self.url}/connectors/{self.connector}/config", method="PUT",
-                                         data=json.dumps(config).encode(), headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=60).read()
-
-    def stop(self):
-        if self.connector:
-            request = urllib.request.Request(f"{self.url}/connectors/{self.connector}", method="DELETE")
-            try:
-                urllib.request.urlopen(request, timeout=60).read()
-            except Exception as exc:
-                log(f"deleting {self.connector}: {exc}")
-
-
-def perf_ceiling(primary: str, dr: str, topic: str, count: int, size: int, libs: Path, java: str) -> dict:
-    """kafka-producer-perf-test into dr, kafka-consumer-perf-test out of primary."""
-    target = f"perf.{topic}"
-    create_topic(dr, target)
-    cp = f"{libs}/*"
-    out = subprocess.run([java, "-Xmx1g", "-cp", cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", target,
-                          "--num-records", str(count), "--record-size", str(size), "--throughput", "-1",
-                          "--producer-props", f"bootstrap.servers={dr}", "linger.ms=5", "batch.size=262144", "acks=all"],
-                         capture_output=True, text=True, timeout=1800).stdout
-    summary = [line for line in out.splitlines() if "records sent" in line][-1]
-    # "N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, p50 ms 50th, p95, p99 ms 99th, ..."
-    parts = [p.strip() for p in summary.split(",")]
-    produced = {"records_per_s": float(parts[1].split()[0]), "mb_per_s": float(parts[1].split("(")[1].split()[0]),
-                "p50": float(parts[4].split()[0]), "p99": float(parts[6].split()[0])}
-    consumer_rate = None
-    run = subprocess.run([java, "-Xmx1g", "-cp", cp, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
-                          primary, "--topic", topic, "--num-records", str(count)], capture_output=True, text=True, timeout=1800)
-    lines = [line for line in run.stdout.splitlines() if line and line[0].isdigit()]
-    if lines:
-        fields = [f.strip() for f in lines[-1].split(",")]
-        consumer_rate = float(fields[9] if len(fields) > 9 else fields[5])  # fetch.nMsg.sec: without the group join
-    return {"producer": produced, "consumer_records_per_s": consumer_rate}
+def print_tables(runs: list[Run], latency: list[Run]) -> None:
+    header = (f"{'size':<5} {'engine':<10} {'records/s median (min-max)':>28} {'MB/s':>6} {'rec/CPU-s':>10} "
+              f"{'CPU-s/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'vs peer median (min-max)':>26} {'rounds':>6}")
+    print(header)
+    print("-" * len(header))
+    for size in SIZES:
+        for engine in ENGINES:
+            mine = [r for r in runs if r.size == size and r.engine == engine]
+            if not mine:
+                continue
+            rate = [r.records_per_s for r in mine]
+            lat = next((r for r in latency if r.size == size and r.engine == engine), None)
+            peer = ratios(runs, size, engine)
+            vs = (f"{statistics.median(peer):.2f}x ({min(peer):.2f}-{max(peer):.2f})" if peer else "-")
+            fmt = lambda v: f"{v:,.0f}" if v is not None else "-"  # noqa: E731
+            print(f"{size:<5} {engine:<10} {spread(rate):>28} {statistics.median(r.mb_per_s for r in mine):>6.1f} "
+                  f"{statistics.median(r.records_per_cpu_s for r in mine):>10,.0f} "
+                  f"{statistics.median(r.cpu_s_per_s for r in mine):>7.2f} {fmt(lat and lat.p50_ms):>7} "
+                  f"{fmt(lat and lat.p99_ms):>7} {vs:>26} {len(mine):>6}")
+    rates = sorted({round(r.latency_rate) for r in latency if r.latency_rate})
+    if rates:
+        print(f"latency at half of MM2's median max rate: {', '.join(f'{r:,} rec/s' for r in rates)}")
+    for r in runs:
+        if r.profile and r.round == max(x.round for x in runs):
+            print(f"profile {r.size} {r.engine} (last batch of the window): {json.dumps(r.profile, sort_keys=True)}")
+    flagged = [f"{r.size} {r.engine} round {r.round}" for r in runs if r.exhausted]
+    if flagged:
+        print("backlog reached before the window ended (window cut there): " + "; ".join(flagged))
 
 
 # ------------------------------------------------------------------------------------ main
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--engines", default="spark-alo,spark-eos,mm2,perf")
-    parser.add_argument("--quick", action="store_true", help="a tenth of the records (a smoke run)")
-    parser.add_argument("--workdir", default=None)
-    args = parser.parse_args()
-    engines = args.engines.split(",")
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--window", type=float, default=MIN_WINDOW_S, help="seconds of steady state fitted")
+    parser.add_argument("--warmup", type=float, default=15.0, help="seconds after the first record before the window")
+    parser.add_argument("--backlog-scale", type=float, default=1.0, help="scale the backlog (e.g. 0.2 for short windows)")
+    parser.add_argument("--heap", default="1g", help="JVM heap of both engines")
+    parser.add_argument("--master", default="local[2]", help="Spark master (e.g. a spark:// standalone cluster)")
+    parser.add_argument("--latency-seconds", type=float, default=30.0, help="0: no latency runs")
+    parser.add_argument("--latency-rate", type=float, help="records/s of the latency runs (default: half of MM2's)")
+    parser.add_argument("--workdir")
+    parser.add_argument("--json", help="write every run to this file")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    engines, sizes = args.engines.split(","), args.sizes.split(",")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="mm2spec-bench-"))
-    found = components()
-    java, libs = found.java(), found.kafka_libs
-    log(f"starting dev clusters and a Connect worker in {workdir}")
+    log(f"starting the dev clusters in {workdir}; load average {load_average():.1f}")
     stack = DevStack(workdir / "dev", ports=DevPorts.free(), tie_to_parent=True, echo=lambda line: None)
-    state = stack.up(with_connect="mm2" in engines, timeout=300)
+    state = stack.up(with_connect=False, timeout=300)
     primary, dr = state.primary.bootstrap, state.dr.bootstrap
-    rows = []
+
+    def engine_of(name: str):
+        if name.startswith("spark"):
+            return SparkEngine(name, workdir / "runs", args.heap, args.master)
+        return Mm2Engine(name, workdir / "runs", args.heap, state.dr)
+
+    runs: list[Run] = []
+    latency: list[Run] = []
     try:
-        for label, count, size in DATASETS:
-            if args.quick:
-                count //= 10
-            topic = f"bench-{label.lower()}"
-            log(f"producing {count} records of {size} B into {topic}")
+        for size in sizes:
+            backlog = int(BACKLOG[size] * args.backlog_scale)
+            topic = f"bench-{size.lower()}"
+            log(f"{size}: producing a backlog of {backlog:,} records into {topic}")
             create_topic(primary, topic)
-            fill(primary, topic, count, size)
-            mb = count * size / 1e6
-            for engine_name in engines:
-                if engine_name == "perf":
-                    log(f"{label}: perf tools")
-                    ceiling = perf_ceiling(primary, dr, topic, count, size, libs, java)
-                    p = ceiling["producer"]
-                    rows.append((label, "perf (producer)", p["records_per_s"], p["mb_per_s"], p["p50"], p["p99"], None))
-                    c = ceiling["consumer_records_per_s"]
-                    if c:
-                        rows.append((label, "perf (consumer)", c, c * size / 1e6, None, None, None))
-                    continue
-                alias = f"{engine_name.replace('-', '')}{label.lower()}"
-                engine = {"spark-alo": lambda: SparkEngine(False), "spark-eos": lambda: SparkEngine(True),
-                          "mm2": lambda: Mm2Engine(state.connect_url)}[engine_name]()
-                target = f"{alias}.{topic}"
-                latency_topic = f"lat-{alias}"
-                create_topic(primary, latency_topic)
-                log(f"{label}: {engine_name} mirroring into {target}")
-                try:
-                    engine.start(primary, dr, topic, alias, workdir)
-                    seconds, seen = measure_backlog(dr, target, count)
-                    warm_up(primary, dr, latency_topic, f"{alias}.{latency_topic}")
-                    latencies = measure_latency(primary, dr, latency_topic, f"{alias}.{latency_topic}", size,
-                                                engine.isolation)
-                    rows.append((label, engine_name, count / seconds, mb / seconds, pct(latencies, 0.5),
-                                 pct(latencies, 0.99), None))
-                    log(f"{label}: {engine_name} {count / seconds:,.0f} rec/s; {seen - count} extra records")
-                finally:
-                    engine.stop()
+            fill(primary, topic, backlog, SIZES[size])
+            for round_no in range(1, args.rounds + 1):
+                shift = (round_no - 1) % len(engines)
+                for name in engines[shift:] + engines[:shift]:
+                    alias = f"{name.replace('-', '')}{size.lower()}r{round_no}"
+                    run = measure_throughput(engine_of(name), primary, dr, size, backlog, alias, args)
+                    run.round = round_no
+                    runs.append(run)
+                    log(f"{size} round {round_no} {name}: {run.records_per_s:,.0f} rec/s over {run.window_s:.0f}s"
+                        f" ({run.batches if run.batches is not None else '-'} batches), {run.cpu_s_per_s:.2f} CPU-s/s,"
+                        f" load {run.load}{' BACKLOG REACHED' if run.exhausted else ''}")
+            if args.latency_seconds > 0:
+                latency += latency_runs(engines, engine_of, primary, dr, size, runs, args)
     finally:
         stack.down()
-    print_table(rows)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"throughput": [asdict(r) for r in runs],
+                                                   "latency": [asdict(r) for r in latency]}, indent=1))
+    print_tables(runs, latency)
     return 0
 
 
-def print_table(rows) -> None:
-    mm2 = {row[0]: row[2] for row in rows if row[1] == "mm2"}
-    header = f"{'data':<6} {'engine':<16} {'records/s':>12} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs MM2':>7}"
-    print(header)
-    print("-" * len(header))
-    for label, name, rate, mbs, p50, p99, _ in rows:
-        ratio = f"{rate / mm2[label]:.2f}x" if mm2.get(label) else "-"
-        fmt = lambda v: f"{v:,.0f}" if v is not None else "-"  # noqa: E731
-        print(f"{label:<6} {name:<16} {rate:>12,.0f} {mbs:>8.1f} {fmt(p50):>8} {fmt(p99):>8} {ratio:>7}")
+def latency_runs(engines, engine_of, primary, dr, size, runs, args) -> list[Run]:
+    mm2 = [r.records_per_s for r in runs if r.size == size and r.engine == "mm2"]
+    rate = args.latency_rate or (statistics.median(mm2) / 2 if mm2 else None)
+    if not rate:
+        log(f"{size}: no MM2 rate to halve; give --latency-rate")
+        return []
+    out = []
+    for name in engines:
+        alias = f"lat{name.replace('-', '')}{size.lower()}"
+        load = [round(load_average(), 1)]
+        values = measure_latency(engine_of(name), primary, dr, size, alias, rate, args.latency_seconds)
+        run = Run(size, name, 0, load=load + [round(load_average(), 1)], p50_ms=pct(values, 0.5),
+                  p99_ms=pct(values, 0.99), latency_rate=rate)
+        out.append(run)
+        log(f"{size} latency {name} at {rate:,.0f} rec/s: p50 {run.p50_ms} ms, p99 {run.p99_ms} ms "
+            f"({len(values)} records), load {run.load}")
+    return out
 
 
 if __name__ == "__main__":
