@@ -1,7 +1,9 @@
-"""Where the real components (Kafka jars, Spark connector jars, Pulumi CLI) live on this machine.
+"""Where the real components (Kafka jars, Spark connector jars, Pulumi CLI, the Kubernetes and editor
+test tools) live on this machine.
 
 The install scripts in ``scripts/`` put them under ``$MM2SPEC_CACHE`` (default ``~/.cache/mm2spec``)
-at versions pinned in ``scripts/versions.env``; this module is the one place Python code finds them.
+at versions pinned in ``scripts/versions.env`` (shipped with the package, found through
+``mm2spec.resources``); this module is the one place Python code finds them.
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mm2spec.errors import ComponentMissing
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from mm2spec.resources import versions_file
 
 
 def versions() -> dict[str, str]:
     """The pinned component versions from ``scripts/versions.env``."""
     pinned: dict[str, str] = {}
-    for line in (PROJECT_ROOT / "scripts" / "versions.env").read_text().splitlines():
+    for line in versions_file().read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#") and "=" in line:
             key, _, value = line.partition("=")
@@ -71,6 +72,44 @@ class Components:
         if not binary.is_file():
             raise ComponentMissing(f"Toxiproxy is not installed at {binary}; run scripts/setup")
         return binary
+
+    def _installed(self, key: str, folder: str, relative: str, what: str) -> Path:
+        """``$MM2SPEC_CACHE/<folder>-<pinned version of key>/<relative>``, or ComponentMissing naming the fix."""
+        binary = self.cache / f"{folder}-{self.pinned[key]}" / relative
+        if not binary.is_file():
+            raise ComponentMissing(f"{what} is not installed at {binary}; run scripts/setup")
+        return binary
+
+    @property
+    def kube_apiserver(self) -> Path:
+        """The Kubernetes API server of the Kubernetes tests (scripts/install-kubernetes.sh)."""
+        return self._installed("KUBERNETES_VERSION", "kubernetes", "bin/kube-apiserver", "kube-apiserver")
+
+    @property
+    def kubectl(self) -> Path:
+        """kubectl at the API server's version if scripts/setup built it, else the one on PATH."""
+        try:
+            return self._installed("KUBERNETES_VERSION", "kubernetes", "bin/kubectl", "kubectl")
+        except ComponentMissing:
+            found = shutil.which("kubectl")
+            if not found:
+                raise ComponentMissing("kubectl is not installed: install it (it talks to the cluster "
+                                       "the Spark job runs on), or run scripts/setup") from None
+            return Path(found)
+
+    @staticmethod
+    def etcd() -> Path:
+        """etcd, the API server's store in the Kubernetes tests (Debian's etcd-server)."""
+        found = shutil.which("etcd")
+        if not found:
+            raise ComponentMissing("etcd is not installed (Debian: apt-get install etcd-server); run scripts/setup")
+        return Path(found)
+
+    @property
+    def yaml_language_server(self) -> Path:
+        """The YAML language server the editor tests drive over LSP (npm, scripts/setup)."""
+        return self._installed("YAML_LANGUAGE_SERVER_VERSION", "yaml-language-server",
+                               "node_modules/.bin/yaml-language-server", "yaml-language-server")
 
     @staticmethod
     def java() -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from mm2spec.components import PROJECT_ROOT, Components
+from mm2spec.components import Components
 
 from mm2spec.dev import process
 from mm2spec.dev.config import (
@@ -33,8 +33,10 @@ from mm2spec.dev.process import wait_all_ready
 from mm2spec.dev.process import JavaProcess
 from mm2spec.errors import DevError
 
-#: Where ``mm2spec dev`` keeps data, logs and state unless told otherwise (git-ignored).
-DEFAULT_ROOT = PROJECT_ROOT / ".mm2spec" / "dev"
+#: Where ``mm2spec dev`` keeps data, logs and state unless told otherwise (git-ignored), relative
+#: to the directory it runs in (the project root for scripts/demo), as the installed package has
+#: no checkout to anchor it to.
+DEFAULT_ROOT = Path(".mm2spec") / "dev"
 
 #: How long each step of ``up`` (brokers, Connect, MM2) may take to become ready. A JVM that boots
 #: in seconds on an idle machine takes minutes on two cores shared with builds and other JVMs;

@@ -9,17 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from mm2spec.components import PROJECT_ROOT, components
+from mm2spec.components import components
 from mm2spec.errors import MirrorError
-
-JOB_SCRIPT = PROJECT_ROOT / "spark" / "mirror_job.py"
+from mm2spec.resources import spark_job_script
 
 
 def job_command(config_file: Path, status_file: Path, *, master: str | None = None,
                 max_restarts: int | None = None, python: str | None = None) -> list[str]:
     """The command line that runs the job in the foreground."""
     jars = [str(p) for p in components().spark_kafka_jars]  # ComponentMissing names the fix
-    command = [python or sys.executable, "-u", str(JOB_SCRIPT), "--config", str(config_file),
+    command = [python or sys.executable, "-u", str(spark_job_script()), "--config", str(config_file),
                "--status-file", str(status_file), "--jars", ",".join(jars)]
     if master:
         command += ["--master", master]

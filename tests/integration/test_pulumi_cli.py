@@ -21,11 +21,12 @@ import pytest
 
 from required import missing_component
 
-from mm2spec.components import PROJECT_ROOT, components, versions
+from mm2spec.components import components, versions
 from mm2spec.errors import ComponentMissing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = PROJECT_ROOT / "scripts" / "pulumi"
 
 PROGRAM = '''\

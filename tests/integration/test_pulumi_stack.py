@@ -32,7 +32,7 @@ import pytest
 from required import missing_component
 import yaml
 
-from mm2spec.components import PROJECT_ROOT, components
+from mm2spec.components import components
 from mm2spec.errors import ComponentMissing
 from mm2spec.dev import ADMIN_PASSWORD, MM2_PASSWORD
 from mm2spec.live.kafka import KafkaAdmin
@@ -41,6 +41,7 @@ from specs import ADMIN_SECRET, MM2_SECRET, spec_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = PROJECT_ROOT / "scripts" / "pulumi"
 PASSWORDS = (ADMIN_PASSWORD, MM2_PASSWORD)
 TARGET_OPS = ["ALTER", "ALTER_CONFIGS", "CREATE", "DESCRIBE", "READ", "WRITE"]

@@ -1,0 +1,34 @@
+"""Packaging beyond what pyproject.toml can say statically: mm2spec's data folders ship in the wheel.
+
+The repository keeps ``schemas/``, ``playbooks/`` and ``spark/`` at the top level (the team's
+layout); the wheel carries them inside the package, where ``mm2spec.resources`` finds them through
+``importlib.resources``. pyproject.toml cannot combine package discovery with such a mapping, so
+it is declared here; everything else (metadata, dependencies, the entry point) is in pyproject.toml.
+An editable install (``pip install -e .``, as scripts/setup does) maps the same names onto the
+checkout's folders, so the code finds its data the same way in both.
+"""
+
+from setuptools import find_packages, setup
+
+#: Package name inside the wheel -> folder of the checkout. Each folder holds an ``__init__.py``:
+#: setuptools' editable finder resolves only regular packages it maps (a namespace package's
+#: placeholder path breaks ``importlib.resources`` on Python 3.11).
+DATA_PACKAGES = {
+    "mm2spec.schemas": "schemas",
+    "mm2spec.playbooks": "playbooks",
+    "mm2spec.spark": "spark",
+    "mm2spec.versions": "scripts",
+}
+#: What each data package ships besides its ``__init__.py``; scripts/ gives only the pinned versions.
+DATA_FILES = {
+    "mm2spec.schemas": ["*.json", "README.md"],
+    "mm2spec.playbooks": ["*.yaml", "README.md"],
+    "mm2spec.spark": ["README.md", "mm2spark/*.py", "java/**/*.java"],
+    "mm2spec.versions": ["versions.env"],
+}
+
+setup(
+    packages=find_packages(include=["mm2spec", "mm2spec.*"]) + list(DATA_PACKAGES),
+    package_dir=DATA_PACKAGES,
+    package_data=DATA_FILES,
+)
