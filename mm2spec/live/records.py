@@ -112,7 +112,9 @@ class RecordReader:
         deadline = time.monotonic() + self.timeout
         position = start
         while position < end:
-            batch = self._consumer.consume(_FETCH_BATCH, timeout=0.5)
+            # consume() waits until it has ``num_messages`` or the timeout passes: never ask for more
+            # than the range still holds, or every short read would wait out the timeout.
+            batch = self._consumer.consume(max(1, min(_FETCH_BATCH, end - position)), timeout=0.5)
             if not batch:
                 # Nothing came: either the range ends in markers/aborted records (the position
                 # moved past them) or the broker is slow. Ask where the consumer stands.

@@ -187,15 +187,16 @@ def configs(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 def failed_over(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """After a failover: the state is recorded, the mirror is stopped, every translated group sits
     at (or, never moved back, past) its translated offset on DR."""
+    if ctx.options.check:
+        return [Outcome("ok", flow.target, f"{flow.name}: nothing was changed (check mode); a run verifies the "
+                        "recorded state, the stopped mirror and every group's DR offsets here", flow=flow.name)
+                for flow in ctx.flows]
     outcomes = mirror(ctx, {"expect": "stopped"})
     states = ctx.failover_states(refresh=True)
     by_flow = ctx.facts.get(BY_FLOW, {})
     for flow in ctx.flows:
         state = states.get(flow.name)
         if state is None or state.phase != "failed-over":
-            if ctx.options.check:
-                outcomes.append(Outcome("ok", flow.target, f"{flow.name}: not failed over yet (check mode)", flow=flow.name))
-                continue
             outcomes.append(Outcome("failed", flow.target, f"{flow.name}: the failover is not recorded as complete "
                                     f"({state.phase if state else 'no record'}): re-run the failover", flow=flow.name))
             continue

@@ -9,11 +9,14 @@ renders a plan as text, markdown or JSON.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from mm2spec.live.connect import ConnectClient
+from mm2spec.live.dr_state import read_states
 from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.live.state import FailoverState
 from mm2spec.plan.desired import DesiredResources, TopicSpec, desired_resources, snapshot_sources
 from mm2spec.plan.diff import FieldChange, diff_acls, diff_connector, diff_topic
 from mm2spec.plan.model import ClusterInfo, FlowSummary, Plan, ResourceChange
@@ -24,9 +27,31 @@ AdminFactory = Callable[[str], KafkaAdmin]
 SparkDeployedConfig = Callable[[DesiredState], "dict | None"]
 
 
+def failed_over_notes(states: Mapping[str, FailoverState]) -> list[str]:
+    """One note per flow recorded as failed over (or switching) on its DR cluster."""
+    notes = []
+    for name, s in sorted(states.items()):
+        when = datetime.fromtimestamp(s.started_at / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        notes.append(f"flow {name} failed over to {s.target} at {when} ({s.mode}, {s.phase}): its mirror stays "
+                     "stopped; run failback to mirror again")
+    return notes
+
+
+def read_failover_states(state: DesiredState) -> dict[str, FailoverState]:
+    """Every flow's recorded failover, read from each target cluster's DR-state topic."""
+    found: dict[str, FailoverState] = {}
+    for target in sorted({m.target for m in state.mirrors}):
+        found.update(read_states(state.cluster(target)))
+    return {m.name: found[m.name] for m in state.mirrors if m.name in found}
+
+
 def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectClient | None = None,
-               spark_deployed: SparkDeployedConfig | None = None) -> Plan:
-    """Compare ``state`` with the live clusters (and Connect / the Spark deployment when given)."""
+               spark_deployed: SparkDeployedConfig | None = None,
+               failover_states: Callable[[DesiredState], Mapping[str, FailoverState]] | None = None) -> Plan:
+    """Compare ``state`` with the live clusters (and Connect / the Spark deployment when given).
+
+    ``failover_states`` (default: read from each DR cluster) names failed-over flows: their mirror
+    is meant to stay stopped, so a stopped Spark job is no change, and the plan says so."""
     aliases = list(dict.fromkeys([m.source for m in state.mirrors] + [m.target for m in state.mirrors]
                                  + [state.connect.cluster]))
     admins = {alias: admin_for(alias) for alias in aliases}
@@ -49,6 +74,8 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectCli
         return found
 
     changes: list[ResourceChange] = [c for found in _each(cluster_changes, aliases) for c in found]
+    failed_over = (failover_states or read_failover_states)(state)
+    notes += failed_over_notes(failed_over)
     if state.engine == "connect":
         if connect is None and state.connect.rest_url:
             connect = ConnectClient(state.connect.rest_url)
@@ -57,7 +84,7 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectCli
         else:
             notes.append("connect.restUrl is not set: connectors are not compared")
     elif spark_deployed is not None:
-        changes += _spark_changes(state, spark_deployed(state))
+        changes += _spark_changes(state, spark_deployed(state), stopped_on_purpose=bool(failed_over))
     flows = tuple(FlowSummary(f.name, f.source, f.target, f.replication_policy, f.exactly_once,
                               tuple(p.text for p in f.topics), tuple(p.text for p in f.groups)) for f in state.mirrors)
     return Plan(state.name, state.environment, state.source_file, state.engine, tuple(infos), flows,
@@ -122,12 +149,15 @@ def _connector_changes(state: DesiredState, connect: ConnectClient) -> list[Reso
     return changes
 
 
-def _spark_changes(state: DesiredState, deployed: dict | None) -> list[ResourceChange]:
+def _spark_changes(state: DesiredState, deployed: dict | None, stopped_on_purpose: bool = False) -> list[ResourceChange]:
     # A running job has its checkpoint location anchored at the project root (where mm2spec runs).
     desired = anchor_checkpoint(spark_job_config(state), Path.cwd())
     if deployed is not None:
         deployed = anchor_checkpoint(deployed, Path.cwd())
     flat_new, flat_old = _flatten(desired), _flatten(deployed or {})
+    if deployed is None and stopped_on_purpose:
+        return [ResourceChange("spark", "spark-deployment", state.name, "no-op",
+                               detail="stopped by a failover (see the notes)")]
     if deployed is None:
         return [ResourceChange("spark", "spark-deployment", state.name, "create",
                                detail=f"Spark mirroring job on {state.spark.master} (not running)")]

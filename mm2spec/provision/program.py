@@ -32,6 +32,8 @@ from mm2spec.spec.load import load_desired_state
 from mm2spec.plan.desired import DesiredResources, SourceSnapshot, desired_resources, snapshot_sources
 from mm2spec.errors import Mm2specError, SecretMissing
 from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.live.dr_state import read_states
+from mm2spec.plan.build import failed_over_notes
 from mm2spec.spec.model import DesiredState
 from mm2spec.provision.acl import Acl, AclGroup, acl_groups, acl_inputs
 from mm2spec.provision.connection import connection_inputs, provisioning_security
@@ -234,6 +236,17 @@ def _skip_source_positions() -> None:
         registration._get_stack_trace = proto
 
 
+def _failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> bool:
+    """Whether a flow is recorded as failed over on its DR cluster; then the Spark mirror is left
+    stopped (a forward mirror would copy over what clients now write to DR) and the run says so."""
+    for target in sorted({m.target for m in state.mirrors}):
+        states = read_states(state.cluster(target), secrets=lambda _name, alias=target: passwords.get(alias))
+        for note in failed_over_notes({n: s for n, s in states.items() if n in {m.name for m in state.mirrors}}):
+            pulumi.log.warn(note)
+            return True
+    return False
+
+
 def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, SourceSnapshot]] | None = None) -> Declared:
     """Run the program for the current stack. ``snapshot`` replaces reading the source clusters (tests)."""
     _skip_source_positions()
@@ -251,7 +264,10 @@ def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping
 
         sources = (snapshot or snapshot_sources)(state, admin_for)
         out_dir = config.get("outDir") or f".mm2spec/out/{pulumi.get_stack()}"
-        settings = ProgramSettings(root, out_dir, bool(config.get_bool("sparkRun")))
+        spark_run = bool(config.get_bool("sparkRun"))
+        if spark_run and snapshot is None:
+            spark_run = not _failed_over(state, passwords)
+        settings = ProgramSettings(root, out_dir, spark_run)
         declared = declare(state, sources, passwords, settings)
     except Mm2specError as exc:
         # Shown as the run's error, without a Python traceback; nothing has been registered.

@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "plan"
 
 
+def NO_FAILOVER(_state):
+    """No flow is failed over (the real default reads each DR cluster)."""
+    return {}
+
+
 class FakeAdmin:
     """Answers like KafkaAdmin from in-memory topics, groups and ACLs."""
 
@@ -88,7 +93,7 @@ def scenario():
     live["primary-to-dr-MirrorSourceConnector"]["source.cluster.sasl.jaas.config"] = (
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="leaked-pw";')
     admins = {"primary": primary, "dr": dr}
-    plan = build_plan(state, lambda alias: admins[alias], connect=FakeConnect(live))
+    plan = build_plan(state, lambda alias: admins[alias], connect=FakeConnect(live), failover_states=NO_FAILOVER)
     return plan, admins
 
 
@@ -164,7 +169,7 @@ def test_spark_deployment_drift():
     admins = {"primary": FakeAdmin(authorizer=False), "dr": FakeAdmin(authorizer=False)}
 
     def spark_changes(deployed):
-        plan = build_plan(state, admins.__getitem__, spark_deployed=lambda _state: deployed)
+        plan = build_plan(state, admins.__getitem__, spark_deployed=lambda _state: deployed, failover_states=NO_FAILOVER)
         return [c for c in plan.changes if c.kind == "spark-deployment"]
 
     from mm2spec.render import spark_job_config
@@ -181,6 +186,21 @@ def test_spark_deployment_drift():
     [drift] = spark_changes(edited)
     assert drift.action == "update"
     assert [(f.field, f.old, f.new) for f in drift.changes] == [("flows.primary-to-dr.offset.lag.max", "500", "100")]
+
+
+def test_a_failed_over_flow_keeps_its_mirror_stopped_and_says_so():
+    from mm2spec.live.state import FailoverState
+
+    root = parse((ROOT / "examples/dr-spec.example.yaml").read_text(), "payments-dr.yaml")
+    state = compile_spec(resolve(root, "dev"), "dev", "payments-dr.yaml")
+    admins = {"primary": FakeAdmin(authorizer=False), "dr": FakeAdmin(authorizer=False)}
+    failed = FailoverState("primary-to-dr", "failed-over", "planned", "primary", "dr", 1_700_000_000_000, 1_700_000_005_000)
+    plan = build_plan(state, admins.__getitem__, spark_deployed=lambda _state: None,
+                      failover_states=lambda _state: {"primary-to-dr": failed})
+    [spark] = [c for c in plan.changes if c.kind == "spark-deployment"]
+    assert spark.action == "no-op" and "failover" in spark.detail
+    assert any("failed over to dr at 2023-11-14 22:13:20 UTC" in n and "failback" in n for n in plan.notes)
+    assert "failed over" in to_text(plan)
 
 
 def test_plan_command_waits_as_long_as_the_admin_client_by_default():
