@@ -129,6 +129,14 @@ class RecordMalformed(ClusterError, ValueError):
 
 # ----------------------------------------------------------------------------------- operations
 
+class KubernetesError(ClusterError):
+    """The Kubernetes API server refused or failed a request (kubectl's message is passed on)."""
+
+
+class SparkOperatorMissing(KubernetesError):
+    """The cluster has no SparkApplication CRD: install the Kubeflow Spark Operator."""
+
+
 class MirrorError(Mm2specError):
     """The Spark mirroring job could not be started, stopped or inspected; see its log."""
 

@@ -12,12 +12,20 @@ Replaced when the path changes. In place: new content is written (and a running 
 with it: ``start`` replaces a job whose config differs), ``run`` starts or stops the job.
 ``destroy`` stops the job and removes the file. Secrets the job config names are handed to the
 job's environment from the stack's secret config or this process's environment, never written.
+
+On Kubernetes (``spark.master: k8s://...``) the input ``kubernetes`` holds the rendered manifests
+(``mm2spec.render.kubernetes``: the ConfigMap with the job config and the Spark Operator's
+SparkApplication) and the kubeconfig / context to reach the cluster (default: ``KUBECONFIG`` and
+its current context). Create and update apply them through ``mm2spec.live.kubernetes`` (the
+operator then runs and restarts the job; ``run`` starts nothing on this machine), objects an
+update no longer renders (a new namespace or name) are deleted, and ``destroy`` deletes them.
+Their Secret is the cluster's: only its name is in the manifests, never a value.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,7 +36,8 @@ from mm2spec.errors import Mm2specError, ProvisionFailed
 from mm2spec.provision import connection
 from mm2spec.provision.base import ProvisionedResource
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
-from mm2spec.render import anchor_checkpoint, spark_job_config
+from mm2spec.render import anchor_checkpoint, manifests, on_kubernetes, spark_job_config
+from mm2spec.render.kubernetes import secret_names
 from mm2spec.spec.model import DesiredState
 
 FILE_NAME = "spark-mirror.json"
@@ -37,16 +46,37 @@ FILE_NAME = "spark-mirror.json"
 #: tens of seconds, more on a loaded machine; three minutes leaves room for that. A job that cannot
 #: start does not use it up: it exits, and the wait fails at once naming its log.
 START_TIMEOUT = 180.0
-_ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def spark_deployment_inputs(state: DesiredState, out_dir: str, root: str, run: bool = False,
-                            state_dir: str | None = None) -> dict[str, Any]:
+                            state_dir: str | None = None, kubeconfig: str | None = None,
+                            context: str | None = None) -> dict[str, Any]:
     content = json.dumps(spark_job_config(state), indent=2) + "\n"
     props = file_inputs(f"{out_dir.rstrip('/')}/{FILE_NAME}", root, content)
     props["run"] = run
     props["stateDir"] = state_dir or f".mm2spec/spark/{state.name}"
+    props["kubernetes"] = None
+    if on_kubernetes(state):
+        props["kubernetes"] = {"manifests": manifests(state), "context": context,
+                               "kubeconfig": kubeconfig or os.environ.get("KUBECONFIG")}
     return props
+
+
+def _cluster(props: Mapping[str, Any]):
+    """The Kubernetes cluster the recorded or new inputs name (None: the job does not run there)."""
+    from mm2spec.live.kubernetes import KubernetesCluster
+
+    k8s = props.get("kubernetes")
+    return KubernetesCluster(k8s.get("kubeconfig"), k8s.get("context")) if k8s else None
+
+
+def _manifests(props: Mapping[str, Any]) -> list[dict]:
+    return list((props.get("kubernetes") or {}).get("manifests") or [])
+
+
+def _identity(manifest: Mapping[str, Any]) -> tuple:
+    metadata = manifest.get("metadata") or {}
+    return manifest.get("apiVersion"), manifest.get("kind"), metadata.get("namespace"), metadata.get("name")
 
 
 def _state_dir(props: Mapping[str, Any]) -> Path:
@@ -56,17 +86,44 @@ def _state_dir(props: Mapping[str, Any]) -> Path:
 
 def job_environment(content: str) -> dict[str, str]:
     """The secrets the job config references (``${env:NAME}``), from stack config or environment."""
-    names = sorted(set(_ENV_REFERENCE.findall(content)))
+    names = secret_names(json.loads(content))
     return {name: value for name in names if (value := connection.current_secret(name)) is not None}
 
 
 class SparkDeploymentProvider(RenderedFileProvider):
     """Writes the job config and, with ``run``, runs the job; holds nothing."""
 
-    input_keys = RenderedFileProvider.input_keys + ("run", "stateDir")
+    input_keys = RenderedFileProvider.input_keys + ("run", "stateDir", "kubernetes")
 
     def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
-        return DiffResult(changes=bool(self.changed_inputs(olds, news, ("content", "run", "stateDir"))))
+        # The manifests, not where the kubeconfig is: the same cluster from another machine is no change.
+        changed = self.changed_inputs(olds, news, ("content", "run", "stateDir"))
+        return DiffResult(changes=bool(changed) or _manifests(olds) != _manifests(news))
+
+    @staticmethod
+    def _apply(props: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply the manifests; the outputs naming what the cluster now holds."""
+        cluster = _cluster(props)
+        if cluster is None:
+            return {}
+        try:
+            applied = cluster.apply(_manifests(props))
+        except Mm2specError as exc:
+            raise ProvisionFailed(f"the Spark Operator manifests were not applied: {exc}") from None
+        return {"applied": [f"{m['kind']}/{m['metadata']['namespace']}/{m['metadata']['name']}" for m in applied]}
+
+    @staticmethod
+    def _delete_manifests(props: Mapping[str, Any], keep: list[dict] = ()) -> None:
+        """Delete the objects ``props`` applied, except those ``keep`` still renders."""
+        cluster = _cluster(props)
+        kept = {_identity(m) for m in keep}
+        gone = [m for m in _manifests(props) if _identity(m) not in kept]
+        if cluster is None or not gone:
+            return
+        try:
+            cluster.delete(gone)
+        except Mm2specError as exc:
+            raise ProvisionFailed(f"the Spark Operator manifests were not deleted: {exc}") from None
 
     def _start(self, props: Mapping[str, Any]) -> dict[str, Any]:
         from mm2spec.runtime import deployment as mirror
@@ -88,21 +145,26 @@ class SparkDeploymentProvider(RenderedFileProvider):
             pulumi.log.info(f"stopped the Spark mirroring job in {_state_dir(props)}")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        outs = self.write(props)
-        if props.get("run"):
+        applied = self._apply(props)  # first: a cluster that refuses leaves no file behind either
+        outs = {**self.write(props), **applied}
+        if props.get("run") and not _cluster(props):
             outs.update(self._start(props))
         return CreateResult(outs["file"], outs)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        outs = self.write(news)
-        if olds.get("run") and (not news.get("run") or _state_dir(olds) != _state_dir(news)):
+        applied = self._apply(news)
+        outs = {**self.write(news), **applied}
+        self._delete_manifests(olds, keep=_manifests(news))
+        ran_here, runs_here = olds.get("run") and not _cluster(olds), news.get("run") and not _cluster(news)
+        if ran_here and (not runs_here or _state_dir(olds) != _state_dir(news)):
             self._stop(olds)
-        if news.get("run"):
+        if runs_here:
             outs.update(self._start(news))
         return UpdateResult(outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        if props.get("run"):
+        self._delete_manifests(props)
+        if props.get("run") and not _cluster(props):
             self._stop(props)
         super().delete(_id, props)
 

@@ -4,6 +4,8 @@
   connector, ``mm2.properties`` for MM2's dedicated mode
 - ``spark``: ``spark-mirror.json``, the Spark job's config in MM2's key names
 - ``resources``: ``resources.json`` / ``resources.txt``, the internal topics and ACL bindings
+- ``kubernetes``: with a ``k8s://`` master, ``kubernetes.yaml`` (the Spark Operator's
+  SparkApplication and the ConfigMap with the job config) and the job image's ``Dockerfile``
 - ``properties``: what those share (client settings, ``java.util.Properties`` text)
 - ``files``: every file by name, and ``write_files``, the only function here that touches the disk
 
@@ -16,9 +18,10 @@ May import: ``mm2spec.spec`` (the model), ``mm2spec.mm2``, ``mm2spec.errors``. N
 
 from mm2spec.render.connect import connectors, mm2_properties, worker_properties
 from mm2spec.render.files import render_files, write_files
+from mm2spec.render.kubernetes import manifests, on_kubernetes
 from mm2spec.render.properties import client_properties, properties_text
 from mm2spec.render.resources import resources, resources_text
 from mm2spec.render.spark import anchor_checkpoint, spark_job_config
 
-__all__ = ["anchor_checkpoint", "client_properties", "connectors", "mm2_properties", "properties_text",
+__all__ = ["anchor_checkpoint", "client_properties", "connectors", "manifests", "mm2_properties", "on_kubernetes", "properties_text",
            "render_files", "resources", "resources_text", "spark_job_config", "worker_properties", "write_files"]

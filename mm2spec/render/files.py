@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from mm2spec.render.connect import connectors, mm2_properties, worker_properties
+from mm2spec.render.kubernetes import kubernetes_files
 from mm2spec.render.properties import properties_text
 from mm2spec.render.resources import resources, resources_text
 from mm2spec.errors import OutputUnwritable
@@ -33,6 +34,7 @@ def render_files(state: DesiredState) -> dict[str, str]:
     }
     for connector in connectors(state):
         files[f"{connector['name']}.json"] = json.dumps(connector, indent=2) + "\n"
+    files.update(kubernetes_files(state))
     return files
 
 

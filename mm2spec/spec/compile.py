@@ -19,6 +19,7 @@ from mm2spec.spec.model import (
     DesiredState,
     FailoverSettings,
     InternalTopic,
+    KubernetesDeployment,
     MirrorFlow,
     Security,
     SparkDeployment,
@@ -70,6 +71,7 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         executor_cores=executors.get("cores"),
         executor_memory=executors.get("memory"),
         config=_props(spark_spec.get("config")),
+        kubernetes=_kubernetes(name, spark_spec),
         driver_memory=spark_spec.get("driverMemory", "1g"),
     )
     acls = data.get("acls") or {}
@@ -92,6 +94,24 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         internal_topics=derive_internal_topics(mirrors, connect),
         acl_bindings=bindings,
         acl_patterns=patterns,
+    )
+
+
+def _kubernetes(name: str, spark_spec: dict) -> KubernetesDeployment | None:
+    """The Spark Operator settings, only for a ``k8s://`` master (validation made sure they are named)."""
+    if not str(spark_spec.get("master", "")).startswith("k8s://"):
+        return None
+    k8s = spark_spec.get("kubernetes") or {}
+    driver = k8s.get("driver") or {}
+    return KubernetesDeployment(
+        namespace=k8s["namespace"],
+        image=k8s["image"],
+        service_account=k8s.get("serviceAccount", "spark-operator-spark"),
+        secret_name=k8s.get("secretName") or f"{name}-kafka-credentials",
+        image_pull_policy=k8s.get("imagePullPolicy", "IfNotPresent"),
+        restart_backoff_seconds=k8s.get("restartBackoffSeconds", 30),
+        driver_cores=driver.get("cores", 1),
+        driver_memory=driver.get("memory", "1g"),
     )
 
 

@@ -278,6 +278,29 @@ class ConnectCluster:
 
 
 @dataclass(frozen=True)
+class KubernetesDeployment:
+    """How the Spark job runs on Kubernetes through the Kubeflow Spark Operator (``spark.kubernetes``)."""
+
+    namespace: str
+    """Namespace of the SparkApplication, its ConfigMap and its Secret (``namespace``)."""
+    image: str
+    """The job's container image, built from the rendered Dockerfile (``image``)."""
+    service_account: str
+    """Service account the driver runs as; it must be allowed to create executor pods (``serviceAccount``)."""
+    secret_name: str
+    """Kubernetes Secret holding each secret the spec names, under the secret's name as key (``secretName``)."""
+    image_pull_policy: str
+    """``Always``, ``IfNotPresent`` or ``Never`` (``imagePullPolicy``)."""
+    restart_backoff_seconds: int
+    """Seconds the operator waits before restarting a failed job or retrying a failed submission
+    (``restartBackoffSeconds``)."""
+    driver_cores: int
+    """Cores of the driver pod (``driver.cores``)."""
+    driver_memory: str
+    """Memory of the driver's JVM, e.g. ``1g`` (``driver.memory``)."""
+
+
+@dataclass(frozen=True)
 class SparkDeployment:
     """Where and how the Spark mirroring job runs."""
 
@@ -298,6 +321,8 @@ class SparkDeployment:
     """``spark.executor.memory``, e.g. ``4g`` (``spark.executors.memory``); None: Spark's default."""
     config: tuple[tuple[str, str], ...]
     """Extra Spark properties (``spark.*``) as sorted (key, value) pairs (``spark.config``)."""
+    kubernetes: KubernetesDeployment | None = None
+    """Set when ``master`` is ``k8s://...``: the SparkApplication's settings (``spark.kubernetes``)."""
     driver_memory: str = "1g"
     """``spark.driver.memory`` (``spark.driverMemory``); with ``local[N]`` the driver JVM runs the tasks too."""
 

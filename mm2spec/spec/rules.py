@@ -135,8 +135,28 @@ def check_connect(data: dict, report: Report) -> None:
 
 
 def check_spark(data: dict, report: Report) -> None:
-    """No inline passwords in the Spark config."""
-    _check_inline_secrets(_section(data, "spark", dict).get("config"), ["spark", "config"], report)
+    """No inline passwords in the Spark config; a Kubernetes master names what the SparkApplication needs."""
+    spark = _section(data, "spark", dict)
+    _check_inline_secrets(spark.get("config"), ["spark", "config"], report)
+    if isinstance(spark.get("master"), str) and spark["master"].startswith("k8s://"):
+        _check_kubernetes(spark, report)
+
+
+def _check_kubernetes(spark: dict, report: Report) -> None:
+    """The SparkApplication needs a namespace and an image; checkpoints must outlive the driver pod."""
+    k8s = spark.get("kubernetes")
+    if k8s is None or isinstance(k8s, dict):
+        missing = [field for field in ("namespace", "image") if not (k8s or {}).get(field)]
+        if missing:
+            report(["spark", "kubernetes"] if k8s is not None else ["spark", "master"],
+                   f"a k8s:// master needs spark.kubernetes.{' and spark.kubernetes.'.join(missing)}",
+                   "name the namespace the SparkApplication goes to and the job's image, "
+                   "built from the Dockerfile that render writes")
+    location = spark.get("checkpointLocation")
+    if not (isinstance(location, str) and "://" in location):
+        report(["spark", "checkpointLocation"] if location is not None else ["spark", "master"],
+               "on Kubernetes the checkpoints must outlive the driver pod, which restarts with an empty disk",
+               "set spark.checkpointLocation to shared storage, e.g. s3a://bucket/mm2spec/payments-dr")
 
 
 def check_secret_values(data: dict, report: Report) -> None:
