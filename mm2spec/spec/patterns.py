@@ -19,7 +19,7 @@ from typing import Literal
 _JAVA_FLAGS = set("idmsuxU")
 # A Kafka topic name: letters, digits, '.', '_' and '-'. A '.' in a pattern made of these is read as
 # the literal dot a topic name has (it also matches any one character in MM2, see classify()).
-_NAME_CHARS = re.compile(r"^[A-Za-z0-9._-]+$")
+_NAME_CHARS = re.compile(r"^[A-Za-z0-9._-]+\Z")  # \Z: "$" would let a trailing newline through
 
 
 def _translate(java: str) -> str:
@@ -96,8 +96,21 @@ def _translate(java: str) -> str:
     return "".join(out)
 
 
+MAX_PATTERN_CHARS = 1000
+"""Longest topic or group pattern checked: a Kafka name is at most 249 characters, so a longer pattern
+is a mistake, and it bounds what compiling one can cost."""
+
+
+@lru_cache(maxsize=65536)
 def java_regex_error(pattern: str) -> str | None:
-    """None if ``pattern`` is a valid Java regular expression, else why not (e.g. ``missing )``)."""
+    """None if ``pattern`` is a valid Java regular expression, else why not (e.g. ``missing )``).
+
+    Cached and with a fast path for plain names, so a spec of thousands of topics checked once per
+    environment compiles each pattern once, and plain names never."""
+    if _NAME_CHARS.match(pattern):
+        return None
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"longer than {MAX_PATTERN_CHARS} characters: split it into several patterns"
     try:
         translated = _translate(pattern)
         with warnings.catch_warnings():
@@ -105,6 +118,8 @@ def java_regex_error(pattern: str) -> str | None:
             re.compile(translated)
     except re.error as exc:
         return exc.msg
+    except OverflowError:
+        return "a repetition count is too large"
     except RecursionError:
         return "pattern nested too deeply"
     return None
