@@ -17,7 +17,7 @@ from mm2spec.ops.context import Context
 from mm2spec.ops.module import Module, arguments
 from mm2spec.ops.report import Outcome
 from mm2spec.ops.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions, source_topic_of
-from mm2spec.ops.translate import Anchor, PartitionWindow, Translation, align, mm2_translation, nearest_sync
+from mm2spec.ops.translate import REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, mm2_translation, nearest_sync
 from mm2spec.spec.model import MirrorFlow
 
 TRANSLATIONS = "translations"
@@ -25,7 +25,7 @@ TRANSLATIONS = "translations"
 BY_FLOW = "translations by flow"
 # A walk first reads this many DR records past the span the source window implies (room for
 # at-least-once duplicates and transaction markers), then doubles until it is complete.
-WALK_SLACK = 64
+WALK_SLACK = REPLAY_HORIZON + 64
 # Records read past a committed offset, to find the first record the group has not consumed
 # when transaction markers or compaction leave gaps right after it.
 LOOKAHEAD = 16

@@ -221,3 +221,33 @@ def _eval(node: ast.AST, variables: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Name):
         return variables[node.id]
     return node.value  # ast.Constant
+
+
+def playbook_schema() -> dict:
+    """The JSON Schema of a playbook file, from the catalogue (``schemas/playbook.schema.json``
+    holds it for editors; a unit test keeps the two equal)."""
+    task_props = {
+        "name": {"type": "string", "description": "Shown in the output and the report."},
+        "tags": {"type": "array", "items": {"type": "string"}, "description": "Selected by --tags / --skip-tags."},
+        "when": {"type": "string", "description": "A condition over the run's variables: " + ", ".join(VARIABLES)},
+        "ignore_errors": {"type": "boolean", "description": "A failure of this task does not stop the run."},
+    }
+    modules = {name: {**module.args, "description": module.summary} for name, module in sorted(CATALOGUE.items())}
+    one_module = [{"required": [name], "properties": {name: schema}} for name, schema in modules.items()]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://mm2spec.dev/schemas/playbook.schema.json",
+        "title": "mm2spec playbook",
+        "description": "An ordered list of named tasks, each calling one module of mm2spec's catalogue.",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["tasks"],
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "tasks": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "required": ["name"],
+                "properties": {**task_props, **{n: {"description": s["description"]} for n, s in modules.items()}},
+                "additionalProperties": False, "minProperties": 2, "oneOf": one_module}},
+        },
+    }

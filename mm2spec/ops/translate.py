@@ -8,8 +8,9 @@ both clusters side by side, matching them by content (key, value, timestamp, hea
 DR copy of the first record the group has *not* consumed. That DR offset is exact.
 
 At-least-once mirrors may have written a run twice (a batch replayed after a crash): a DR record
-that matches an earlier source record than expected is a replay, and the walk follows it; the
-group resumes after the last copy of a record it consumed.
+that matches an earlier source record than expected is a replay, and the walk follows it; past
+the commit, a run that rewrites the consumed records in order (within ``REPLAY_HORIZON``) moves the
+resume point after it, so the group resumes after the last copy of a record it consumed.
 
 Pure functions over ``Record`` lists; reading the clusters is the caller's (``offsets`` module).
 """
@@ -61,25 +62,65 @@ class Alignment:
     """A DR offset whose record is not a copy of any source record in the window (foreign data)."""
 
 
-def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor: Anchor) -> Alignment:
+REPLAY_HORIZON = 200
+"""DR records read past the first unconsumed copy, looking for a replay of consumed records (an
+at-least-once batch rewritten after a crash lands right after what it rewrites); a replay found
+there moves the resume point after it, so the group does not read the duplicates either."""
+
+
+def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor: Anchor,
+          horizon: int = REPLAY_HORIZON) -> Alignment:
     """Walk ``dr`` (records from ``anchor.downstream`` on) against ``source`` (records from
     ``anchor.upstream`` through ``committed`` inclusive where it exists)."""
     index: dict[tuple, list[int]] = {}
     for record in source:
         index.setdefault(record.content(), []).append(record.offset)
+    consumed = [r for r in source if r.offset < committed]
+    upcoming = next((r for r in source if r.offset >= committed), None)
+    records = list(dr)
     expected = source[0].offset if source else committed
     last: tuple[int, int] | None = None  # (dr offset, source offset) of the last consumed copy
-    for record in dr:
+    past: int | None = None  # index in ``records`` of the first copy of an unconsumed record
+    i = 0
+    while i < len(records):
+        record = records[i]
         candidates = index.get(record.content())
-        if not candidates:
-            if expected >= committed:
-                return _result(anchor, last, complete=True)  # a copy of a record past the window
-            return _result(anchor, last, complete=False, mismatch=record.offset)
-        copied = _choose(candidates, expected)
-        if copied >= committed:
+        if past is None:
+            if not candidates and expected < committed:
+                return _result(anchor, last, complete=False, mismatch=record.offset)
+            copied = _choose(candidates, expected) if candidates else committed
+            if copied >= committed:
+                past = i
+            else:
+                last, expected = (record.offset, copied), copied + 1
+            i += 1
+            continue
+        if i - past > horizon:
             return _result(anchor, last, complete=True)
-        last, expected = (record.offset, copied), copied + 1
+        replay = _replayed(records, i, candidates or [], consumed, committed, upcoming)
+        if replay is None:
+            i += 1
+            continue
+        i, past = replay + 1, None
+        last, expected = (records[replay].offset, consumed[-1].offset), consumed[-1].offset + 1
     return _result(anchor, last, complete=False)
+
+
+def _replayed(records: list[Record], i: int, candidates: list[int], consumed: list[Record], committed: int,
+              upcoming: Record | None) -> int | None:
+    """If ``records[i:]`` rewrites consumed source records from one of ``candidates`` up to the last
+    consumed one, in order, and then goes on with the first unconsumed record (or DR ends), the
+    index of that last copy; else None (a look-alike, not a replay)."""
+    for start in sorted((c for c in candidates if c < committed), reverse=True):
+        run = [r for r in consumed if r.offset >= start]
+        window = records[i:i + len(run) + 1]
+        if len(window) < len(run) or not all(a.content() == b.content() for a, b in zip(window, run)):
+            continue
+        after = window[len(run)] if len(window) > len(run) else None
+        if (after is None and upcoming is None) or (after is not None and upcoming is not None
+                                                    and after.content() == upcoming.content()):
+            return i + len(run) - 1
+    return None
 
 
 def _choose(candidates: list[int], expected: int) -> int:
