@@ -149,11 +149,13 @@ class DevStack:
         mm2_config: Path | None = None,
         timeout: float = READY_TIMEOUT_S,
     ) -> DevState:
-        """Start everything and wait until it is ready; on any failure stop what was started."""
+        """Start everything and wait until it is ready; on any failure stop what was started.
+
+        Idempotent: when the environment asked for already runs from ``root``, nothing is started
+        and its state is returned."""
         current = self.read_state()
         if current and any(p.alive() for p in current.processes):
-            names = ", ".join(f"{p.name} (pid {p.pid})" for p in current.processes if p.alive())
-            raise DevError(f"a dev environment is already running from {self.root}: {names}; run `mm2spec dev down` first")
+            return self._already_running(current, with_connect=with_connect, with_mm2=mm2_config is not None)
         self.state_file.unlink(missing_ok=True)  # stale: everything in it has exited
 
         specs = self.specs()
@@ -203,6 +205,23 @@ class DevStack:
             self._write_secure_env()
         self.echo(self.describe(state))
         return state
+
+    def _already_running(self, current: DevState, *, with_connect: bool, with_mm2: bool) -> DevState:
+        """The running environment, if it is the one asked for (every process alive, same security,
+        Connect and MirrorMaker 2 as asked); otherwise a DevError that says what differs. Ports are not
+        compared: the CLI always asks for the default ones."""
+        wanted = set(current.clusters) | ({"connect"} if with_connect else set()) | ({"mirrormaker"} if with_mm2 else set())
+        alive = {p.name for p in current.processes if p.alive()}
+        differences = []
+        if alive != wanted:
+            differences.append(f"running: {', '.join(sorted(alive))}; asked for: {', '.join(sorted(wanted))}")
+        if current.secure != self.secure:
+            differences.append("it runs " + ("with" if current.secure else "without") + " --secure")
+        if differences:
+            raise DevError(f"a different dev environment is already running from {self.root} ({'; '.join(differences)}): "
+                           "run `mm2spec dev down` first")
+        self.echo(f"the dev environment is already running; nothing started\n{self.describe(current)}")
+        return current
 
     def read_state(self) -> DevState | None:
         try:

@@ -163,11 +163,27 @@ def test_broker_missing_its_deadline_is_stopped_with_its_log(tmp_path: Path) -> 
     assert stack.status() is None
 
 
+def dev_cli(*args: str) -> subprocess.CompletedProcess:
+    """``mm2spec dev ARGS`` in a fresh interpreter, as a user runs it."""
+    run = "import sys; from mm2spec.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", run, "dev", *args], capture_output=True, text=True, timeout=120)
+
+
 def test_status_and_down_from_another_process_and_down_is_idempotent(tmp_path: Path) -> None:
     stack = DevStack(tmp_path, ports=DevPorts.free(), tie_to_parent=True, echo=lambda _line: None)
     state = stack.up(with_connect=False, timeout=300)
     assert {p.name for p in state.processes} == {"primary", "dr"}
     assert all(p.alive() for p in state.processes)
+
+    # `dev up` again is idempotent: the running environment is reported, nothing else starts.
+    again = dev_cli("up", "--no-connect", "--dir", str(tmp_path))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already running; nothing started" in again.stdout and f"pid {state.processes[0].pid}" in again.stdout
+    assert stack.read_state() == state and len(java_processes_under(tmp_path)) == 2
+    # ... but one that differs from what runs is refused with the way out, and the running one is kept.
+    secure = dev_cli("up", "--no-connect", "--secure", "--dir", str(tmp_path))
+    assert secure.returncode == 1 and "run `mm2spec dev down` first" in secure.stderr, secure.stdout + secure.stderr
+    assert "Traceback" not in secure.stderr and all(p.alive() for p in state.processes)
 
     # A fresh interpreter knows nothing but the folder: it must find and stop the processes.
     other = (
