@@ -1,8 +1,9 @@
 """The one wrapper around confluent-kafka's AdminClient.
 
 Every admin call mm2spec makes goes through ``KafkaAdmin``: futures are resolved here, calls are
-batched (one DescribeConfigs for all topics, one DescribeAcls per principal), failures become
-``KafkaOperationFailed`` naming the cluster and resource, and secrets never reach a message.
+batched (one DescribeConfigs for all topics, one DescribeAcls per principal) and chunked so no request
+exceeds what a broker accepts (mm2spec.mm2.retry), retriable errors are retried there too, failures
+become ``KafkaOperationFailed`` naming the cluster and resource, and secrets never reach a message.
 Clients are created per ``KafkaAdmin`` and never stored in state (Pulumi pickles providers).
 """
 
@@ -35,6 +36,7 @@ from confluent_kafka.admin import (
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.state import LiveTopic
+from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE, chunks, retry_call
 from mm2spec.spec.model import AclBinding, Cluster
 
 _QUIET = logging.getLogger("mm2spec.librdkafka")
@@ -44,6 +46,8 @@ _QUIET.propagate = False
 # KRaft brokers apply metadata (new topics, partitions, ACLs) asynchronously, typically within
 # 100 ms: polling at this interval returns soon after the broker's view catches up.
 PROPAGATION_POLL_S = 0.1
+# A bulk call that fails for thousands of resources names this many in its error (the rest counted).
+_FAILURES_SHOWN = 10
 
 # librdkafka's BROKER resource type has the wire code of Kafka's CLUSTER resource (4).
 _RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER,
@@ -89,6 +93,16 @@ def _describe_failure(exc: BaseException) -> str:
         error: KafkaError = exc.args[0]
         return f"{error.name()}: {error.str()}"
     return str(exc)
+
+
+def retrying(call, what: str, cluster: Cluster, unknown_topic_ok: bool = False):
+    """``call()``, retried while it fails with a retriable Kafka error (a group coordinator still
+    loading, a partition leader moving right after a start: mm2spec.mm2.retry); a failure that
+    remains names the cluster and the operation."""
+    try:
+        return retry_call(call, unknown_topic_ok)
+    except KafkaException as exc:
+        raise KafkaOperationFailed(f'cluster "{cluster.alias}": {what}: {_describe_failure(exc)}') from None
 
 
 class KafkaAdmin:
@@ -137,37 +151,55 @@ class KafkaAdmin:
         if not names:
             return {}
         self._metadata()  # an unreachable cluster is reported as such, not as N failed topics
-        futures = self._client.describe_topics(TopicCollection(names), request_timeout=self.timeout)
         found = {}
-        for name, future in futures.items():
-            try:
-                description = future.result()
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    continue
-                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": describe topic {name}: '
-                                           f"{_describe_failure(exc)}") from None
-            replicas = max((len(p.replicas) for p in description.partitions), default=0)
-            found[name] = (len(description.partitions), replicas)
+        for chunk in chunks(names, budget=MAX_RESOURCES_PER_DESCRIBE):
+            futures = self._client.describe_topics(TopicCollection(chunk), request_timeout=self.timeout)
+            for name, future in futures.items():
+                try:
+                    description = future.result()
+                except KafkaException as exc:
+                    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                    if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        continue
+                    description = retrying(lambda: self._describe_topic(name), f"describe topic {name}", self.cluster)
+                    if description is None:
+                        continue
+                replicas = max((len(p.replicas) for p in description.partitions), default=0)
+                found[name] = (len(description.partitions), replicas)
         return found
+
+    def _describe_topic(self, name: str):
+        """One topic's description, None if it does not exist (the retry of a failed bulk describe)."""
+        future = self._client.describe_topics(TopicCollection([name]), request_timeout=self.timeout)[name]
+        try:
+            return future.result()
+        except KafkaException as exc:
+            if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise
 
     def _topic_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
         resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
         result: dict[str, dict[str, str]] = {}
-        for resource, future in self._client.describe_configs(resources, request_timeout=self.timeout).items():
+        futures = {}
+        for chunk in chunks(resources, budget=MAX_RESOURCES_PER_DESCRIBE):
+            futures.update(self._client.describe_configs(chunk, request_timeout=self.timeout))
+        for resource, future in futures.items():
             try:
                 entries = future.result()
-            except KafkaException as exc:
-                raise KafkaOperationFailed(
-                    f'cluster "{self.cluster.alias}": describe configs of topic {resource.name}: '
-                    f"{_describe_failure(exc)}") from None
+            except KafkaException:  # asked again alone: retried if retriable, else the error named
+                entries = retrying(lambda: self._topic_config_entries(resource.name),
+                                   f"describe configs of topic {resource.name}", self.cluster)
             # Only what was set on the topic: broker defaults must never show as drift.
             result[resource.name] = {
                 key: entry.value for key, entry in entries.items()
                 if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not entry.is_sensitive
             }
         return result
+
+    def _topic_config_entries(self, name: str) -> dict:
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        return self._client.describe_configs([resource], request_timeout=self.timeout)[resource].result()
 
     def default_replication_factor(self) -> int | None:
         """The brokers' default.replication.factor, which a replication factor of -1 resolves to."""
@@ -185,21 +217,18 @@ class KafkaAdmin:
 
     def end_offsets(self, topic: str, partitions: int) -> list[int]:
         """The latest offset of each partition (ListOffsets, answered by the partition leaders)."""
-        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
-        result = [0] * partitions
-        for tp, future in self._client.list_offsets(request, request_timeout=self.timeout).items():
-            try:
+        def read() -> list[int]:
+            request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+            result = [0] * partitions
+            for tp, future in self._client.list_offsets(request, request_timeout=self.timeout).items():
                 result[tp.partition] = future.result().offset
-            except KafkaException as exc:
-                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": end offsets of {topic}: '
-                                           f"{_describe_failure(exc)}") from None
-        return result
+            return result
+
+        return retrying(read, f"end offsets of {topic}", self.cluster, unknown_topic_ok=True)
 
     def groups(self) -> list[str]:
-        try:
-            listing = self._client.list_consumer_groups(request_timeout=self.timeout).result()
-        except KafkaException as exc:
-            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": list groups: {_describe_failure(exc)}') from None
+        listing = retrying(lambda: self._client.list_consumer_groups(request_timeout=self.timeout).result(),
+                           "list groups", self.cluster)
         return sorted(g.group_id for g in listing.valid)
 
     def acls(self, principal: str, resource_type: str | None = None, resource_name: str | None = None,
@@ -237,18 +266,24 @@ class KafkaAdmin:
                           permission=binding.permission_type.name, host=binding.host)
 
     # -------------------------------------------------------------------------------- writing
-    def _resolve(self, futures: Mapping, what: str, tolerate: tuple[int, ...] = ()) -> None:
-        failures = []
+    def _resolve(self, futures: Mapping, what: str, tolerate: tuple[int, ...] = ()) -> set:
+        """Wait for every future; the keys that succeeded. Failures (but those in ``tolerate``) are
+        raised together, at most ``_FAILURES_SHOWN`` named."""
+        failures, done = [], set()
         for key, future in futures.items():
             try:
                 future.result()
+                done.add(key)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                 if error is not None and error.code() in tolerate:
                     continue
                 failures.append(f"{getattr(key, 'name', key)}: {_describe_failure(exc)}")
         if failures:
-            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {what} failed: ' + "; ".join(failures))
+            more = f"; and {len(failures) - _FAILURES_SHOWN} more" if len(failures) > _FAILURES_SHOWN else ""
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {what} failed: '
+                                       + "; ".join(failures[:_FAILURES_SHOWN]) + more)
+        return done
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str],
                      exist_ok: bool = False) -> bool:
@@ -257,32 +292,44 @@ class KafkaAdmin:
         Returns once the broker serves the topic's partitions: KRaft brokers learn new topics
         asynchronously, so a plan or a consumer right after creation could otherwise miss it.
         """
-        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(configs))
-        futures = self._client.create_topics([topic], operation_timeout=self.timeout, request_timeout=self.timeout)
-        if exist_ok:
-            try:
-                futures[name].result()
-            except KafkaException as exc:
-                if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    return False
-        self._resolve(futures, f"create topic {name}")
-        self._wait_for_partitions(name, partitions)
-        return True
+        return name in self.create_topics([NewTopic(name, num_partitions=partitions,
+                                                    replication_factor=replication_factor, config=dict(configs))],
+                                          exist_ok=exist_ok)
 
-    def _wait_for_partitions(self, name: str, partitions: int) -> None:
+    def create_topics(self, topics: Iterable[NewTopic], exist_ok: bool = False) -> set[str]:
+        """Create many topics in as few CreateTopics requests as the broker accepts (chunked by the
+        metadata records each writes); the names created (with ``exist_ok``, those that existed are
+        left out). Returns once the broker serves every created topic's partitions."""
+        wanted = {t.topic: t.num_partitions for t in topics}
+        tolerate = (KafkaError.TOPIC_ALREADY_EXISTS,) if exist_ok else ()
+        created: set[str] = set()
+        for chunk in chunks(list(topics), weight=lambda t: 1 + max(t.num_partitions, 1) + len(t.config)):
+            futures = self._client.create_topics(chunk, operation_timeout=self.timeout, request_timeout=self.timeout)
+            created |= self._resolve(futures, "create topics" if len(chunk) > 1 else f"create topic {chunk[0].topic}",
+                                     tolerate)
+        self._wait_for_partitions({name: wanted[name] for name in created})
+        return created
+
+    def _wait_for_partitions(self, wanted: Mapping[str, int]) -> None:
         # Ask the broker (DescribeTopics), not librdkafka's metadata cache, which may already know
         # the topic from the CreateTopics response while the broker's own view still lags.
         deadline = time.monotonic() + self.timeout
-        while self._describe_topics([name]).get(name, (0, 0))[0] < partitions:
+        pending = dict(wanted)
+        while pending:
+            found = self._describe_topics(sorted(pending))
+            pending = {name: n for name, n in pending.items() if found.get(name, (0, 0))[0] < n}
+            if not pending:
+                return
             if time.monotonic() > deadline:
-                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": topic {name} was created but its '
-                                           f"{partitions} partitions did not become available within {self.timeout:.0f}s")
+                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {len(pending)} topic(s) were created but '
+                                           f"their partitions did not become available within {self.timeout:.0f}s "
+                                           f"(e.g. {min(pending)})")
             time.sleep(PROPAGATION_POLL_S)
 
     def grow_partitions(self, name: str, total: int) -> None:
         self._resolve(self._client.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout),
                       f"add partitions to topic {name}")
-        self._wait_for_partitions(name, total)
+        self._wait_for_partitions({name: total})
 
     def alter_topic_configs(self, name: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         """Incremental alter: SET what changed, DELETE (back to default) what the spec no longer sets."""
@@ -302,17 +349,17 @@ class KafkaAdmin:
         """Create bindings; returns once the broker's view shows them (KRaft propagates ACLs
         asynchronously, so a describe right after the write could still miss them)."""
         bindings = list(bindings)
-        kafka = [self._to_kafka(b) for b in bindings]
-        if kafka:
-            self._resolve(self._client.create_acls(kafka, request_timeout=self.timeout), "create ACLs")
+        for chunk in chunks([self._to_kafka(b) for b in bindings]):  # one metadata record per binding
+            self._resolve(self._client.create_acls(chunk, request_timeout=self.timeout), "create ACLs")
+        if bindings:
             self._wait_for_acls(bindings, present=True)
 
     def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
         """Delete bindings; returns once the broker's view no longer shows them."""
         bindings = list(bindings)
-        filters = [self._to_filter(b) for b in bindings]
-        if filters:
-            self._resolve(self._client.delete_acls(filters, request_timeout=self.timeout), "delete ACLs")
+        for chunk in chunks([self._to_filter(b) for b in bindings]):
+            self._resolve(self._client.delete_acls(chunk, request_timeout=self.timeout), "delete ACLs")
+        if bindings:
             self._wait_for_acls(bindings, present=False)
 
     def _wait_for_acls(self, bindings: list[AclBinding], present: bool) -> None:

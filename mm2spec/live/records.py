@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
-from mm2spec.live.kafka import SecretLookup, client_config, env_secrets
+from mm2spec.live.kafka import SecretLookup, client_config, env_secrets, retrying
 from mm2spec.live.state import GroupState, Record
 from mm2spec.spec.model import Cluster
 
@@ -26,34 +26,6 @@ from mm2spec.spec.model import Cluster
 _FETCH_BATCH = 500
 # librdkafka reports "no offset committed" as -1001 (OFFSET_INVALID).
 _NO_OFFSET = -1001
-
-
-def _failure(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return f"{exc.args[0].name()}: {exc.args[0].str()}"
-    return str(exc)
-
-
-def _retriable(exc: BaseException) -> bool:
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(error, KafkaError) and (error.retriable() or error.code() in (
-        KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE))
-
-
-def retrying(call, what: str, cluster: Cluster, deadline_s: float = KAFKA_REQUEST_TIMEOUT_S):
-    """``call()`` again while it fails with a retriable Kafka error (a group coordinator still
-    loading, a partition leader moving right after a start), with a short backoff, until
-    ``deadline_s``; then the error names the cluster and the operation."""
-    deadline, pause = time.monotonic() + deadline_s, 0.05
-    while True:
-        try:
-            return call()
-        except KafkaException as exc:
-            if not _retriable(exc) or time.monotonic() > deadline:
-                raise KafkaOperationFailed(f'cluster "{cluster.alias}": {what}: {_failure(exc)}') from None
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
 
 
 def _record(message) -> Record:
@@ -91,7 +63,7 @@ class RecordReader:
         def call():
             return self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout, cached=False)
         try:
-            found = retrying(call, f"offsets of {topic}-{partition}", self.cluster)
+            found = retrying(call, f"offsets of {topic}-{partition}", self.cluster, unknown_topic_ok=True)
         except KafkaOperationFailed as exc:
             if "TRANSPORT" in str(exc) or "TIMED_OUT" in str(exc):
                 raise ClusterUnreachable(f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) is unreachable: {exc}') from None

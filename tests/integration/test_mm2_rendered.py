@@ -31,6 +31,7 @@ from mm2spec.dev import MM2_PASSWORD, MirrorMaker
 from mm2spec.dev import process as dev_process
 from mm2spec.errors import Mm2specError
 from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.mm2.retry import retry_call
 from mm2spec.spec.model import DesiredState
 from mm2spec.render import connectors, render_files, worker_properties, write_files
 from specs import MM2_SECRET, SECRETS, retarget_example, write_spec
@@ -204,24 +205,13 @@ def topic_config(admin: KafkaAdmin, topic: str, key: str) -> str | None:
     return live.configs.get(key) if live else None
 
 
-_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                       KafkaError.COORDINATOR_NOT_AVAILABLE)
-
-
 def commit_offsets(conf: dict, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Commit ``offsets`` for ``group`` without joining it: the group stays idle (no members)."""
     consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False, "logger": _QUIET})
-    deadline = time.monotonic() + DEADLINE
     try:
-        while True:
-            try:
-                consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-                return
-            except KafkaException as exc:
-                # A fresh cluster creates __consumer_offsets on the first commit: NOT_COORDINATOR for a while.
-                if exc.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        # A fresh cluster creates __consumer_offsets on the first commit: NOT_COORDINATOR for a while.
+        retry_call(lambda: consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                                           asynchronous=False), deadline_s=DEADLINE)
     finally:
         consumer.close()
 
@@ -248,7 +238,8 @@ def checkpoints(conf: dict, topic: str, group: str) -> dict[tuple[str, int], tup
     consumer.assign([TopicPartition(topic, 0, -2)])
     latest: dict[tuple[str, int], tuple[int, int]] = {}
     try:
-        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        _low, high = retry_call(lambda: consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10),
+                                unknown_topic_ok=True)
         position = 0
         deadline = time.monotonic() + 30
         while position < high and time.monotonic() < deadline:

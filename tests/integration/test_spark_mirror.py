@@ -24,6 +24,7 @@ from mm2spec.dev.spark import start_standalone_cluster
 from mm2spec.runtime import deployment as mirror
 from mm2spec.components import components
 from mm2spec.errors import ComponentMissing
+from mm2spec.mm2.retry import retry_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -106,7 +107,7 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") ->
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
         out = {}
         for partition in sorted(metadata.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            low, high = watermarks(consumer, topic, partition)
             consumer.assign([TopicPartition(topic, partition, low)])
             records, position, deadline, idle = [], low, time.monotonic() + 120, 0
             while position < high and time.monotonic() < deadline:
@@ -127,13 +128,20 @@ def read_all(bootstrap: str, topic: str, isolation: str = "read_uncommitted") ->
         consumer.close()
 
 
+def watermarks(consumer: Consumer, topic: str, partition: int) -> tuple[int, int]:
+    """(low, high) of a partition, retried while its leader is not known yet: the job creates target
+    topics a moment before the test reads them (NOT_LEADER_FOR_PARTITION otherwise, at random)."""
+    return retry_call(lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30),
+                      unknown_topic_ok=True)
+
+
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     consumer = Consumer({**_conf(bootstrap), "group.id": "it-offsets"})
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
         if metadata is None or metadata.error:
             return {}
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in metadata.partitions}
+        return {p: watermarks(consumer, topic, p)[1] for p in metadata.partitions}
     finally:
         consumer.close()
 

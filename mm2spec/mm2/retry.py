@@ -1,0 +1,98 @@
+"""How every Kafka call is retried and every bulk admin call is chunked: the one place for both.
+
+Used by mm2spec.live (plan, provisioning, playbooks), by the Spark job's own admin code
+(spark/mm2spark/kafka.py) and by the integration tests' helpers. Stdlib only, like the rest of
+mm2spec.mm2, because the Spark job ships it to its executors: a Kafka error is recognised by the
+shape of confluent-kafka's exceptions (``exc.args[0]`` has ``name()`` and ``retriable()``), not by
+importing the client.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+RETRIABLE = frozenset({
+    "NOT_LEADER_FOR_PARTITION",  # librdkafka's name for NOT_LEADER_OR_FOLLOWER: a leader moved
+    "NOT_LEADER_OR_FOLLOWER",
+    "LEADER_NOT_AVAILABLE",  # a partition created a moment ago, or a broker restarting
+    "UNKNOWN_TOPIC_OR_PART",  # right after a create, before every broker knows the topic
+    "COORDINATOR_LOAD_IN_PROGRESS",  # a group coordinator still loading after a start
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
+    "REQUEST_TIMED_OUT",
+    "NOT_ENOUGH_REPLICAS",
+    "NOT_CONTROLLER",
+})
+"""Errors that a retry a moment later can clear, besides those librdkafka itself flags retriable.
+UNKNOWN_TOPIC_OR_PART is only retried by callers that just created the topic (``unknown_topic_ok``):
+elsewhere it means the topic does not exist."""
+
+RETRY_DEADLINE_S = 30.0
+"""How long a retriable error is retried: leader elections and coordinator loads on a KRaft
+cluster settle within seconds; 30 s covers a broker restart on a loaded machine."""
+FIRST_PAUSE_S = 0.05
+MAX_PAUSE_S = 1.0
+"""Backoff doubles from 50 ms (a leader moves in well under a second) up to 1 s (no busy loop
+against a restarting broker)."""
+
+MAX_RECORDS_PER_REQUEST = 5_000
+"""Most metadata records one bulk admin request may produce. A KRaft controller refuses a request
+that would write more than 10,000 records in one operation (POLICY_VIOLATION: "Excessively large
+number of partitions per request"): a CreateTopics of 4,000 topics x 3 partitions already is. Half
+of that limit leaves room for the topic and config records written with the partitions."""
+
+MAX_RESOURCES_PER_DESCRIBE = 2_000
+"""Resources per describe request (DescribeTopics, DescribeConfigs): reads have no broker limit, but
+a bounded request keeps each response to a few MB and its timeout meaningful on 10,000 topics."""
+
+
+def kafka_error_name(exc: BaseException) -> str | None:
+    """The Kafka error name of a confluent-kafka exception (``KafkaException(KafkaError)``), else None."""
+    error = exc.args[0] if exc.args else None
+    name = getattr(error, "name", None)
+    return name() if callable(name) else None
+
+
+def is_retriable(exc: BaseException, unknown_topic_ok: bool = False) -> bool:
+    """Whether ``exc`` is a Kafka error that a later attempt can clear."""
+    name = kafka_error_name(exc)
+    if name is None:
+        return False
+    if name == "UNKNOWN_TOPIC_OR_PART":
+        return unknown_topic_ok
+    retriable = getattr(exc.args[0], "retriable", None)
+    return name in RETRIABLE or (callable(retriable) and bool(retriable()))
+
+
+def retry_call(call: Callable[[], T], unknown_topic_ok: bool = False, deadline_s: float = RETRY_DEADLINE_S) -> T:
+    """``call()``, called again with a growing pause while it fails with a retriable Kafka error,
+    until ``deadline_s``; then (or on any other error) the last exception propagates."""
+    deadline, pause = time.monotonic() + deadline_s, FIRST_PAUSE_S
+    while True:
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 - anything not retriable is re-raised as is
+            if not is_retriable(exc, unknown_topic_ok) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, MAX_PAUSE_S)
+
+
+def chunks(items: Iterable[T], weight: Callable[[T], int] = lambda _item: 1,
+           budget: int = MAX_RECORDS_PER_REQUEST) -> Iterator[list[T]]:
+    """``items`` in consecutive lists whose total ``weight`` (metadata records written) stays within
+    ``budget``; an item heavier than the budget goes alone."""
+    chunk: list[T] = []
+    used = 0
+    for item in items:
+        cost = max(1, weight(item))
+        if chunk and used + cost > budget:
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(item)
+        used += cost
+    if chunk:
+        yield chunk
