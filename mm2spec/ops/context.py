@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mm2spec.errors import OperationRefused
+from mm2spec.errors import ClusterUnreachable, OperationRefused
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, env_secrets
 from mm2spec.live.state import FailoverState
 from mm2spec.runtime.deployment import state_dir_of
@@ -57,6 +57,13 @@ def parse_limit(values: list[str] | None) -> tuple[tuple[str, ...], str | None]:
         except re.error as exc:
             raise OperationRefused(f"--limit group=...: not a regular expression ({exc})") from None
     return tuple(flows), regex
+
+
+def failure_text(options: Options, exc: Exception) -> str:
+    """A failed task's message: the error's, with the way out when a cluster did not answer."""
+    if isinstance(exc, ClusterUnreachable) and not options.source_unreachable:
+        return f"{exc} (if that is the source and it is gone, fail over with --source-unreachable)"
+    return str(exc)
 
 
 class Context:

@@ -23,6 +23,8 @@ from mm2spec.spec.model import MirrorFlow
 TRANSLATIONS = "translations"
 """The fact ``offsets.translate`` leaves for ``offsets.commit`` and the report."""
 BY_FLOW = "translations by flow"
+RPO = "rpo"
+"""Unplanned failover: the last mirrored record per DR partition, for the report."""
 # A walk first reads this many DR records past the span the source window implies (room for
 # at-least-once duplicates and transaction markers), then doubles until it is complete.
 WALK_SLACK = REPLAY_HORIZON + 64
@@ -137,11 +139,26 @@ def _unplanned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
     return found
 
 
+def _rpo(ctx: Context, flow: MirrorFlow) -> list[dict]:
+    """Unplanned: per DR partition, the last record mirrored before the switch (the RPO's edge)."""
+    dr = ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once)
+    found = []
+    for part in partitions(ctx, flow):
+        last = dr.last_record(part.target_topic, part.partition)
+        found.append({"flow": flow.name, "topic": part.target_topic, "partition": part.partition,
+                      "drEnd": dr.watermarks(part.target_topic, part.partition)[1],
+                      "lastMirroredTimestamp": last.timestamp if last else None,
+                      "recordsBehind": None})
+    return found
+
+
 def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Translate every selected group's committed offsets; fails when any partition cannot be."""
     outcomes, everything, by_flow = [], [], {}
     for flow in ctx.flows:
         found = _unplanned(ctx, flow) if ctx.options.source_unreachable else _planned(ctx, flow)
+        if ctx.options.source_unreachable:
+            ctx.facts.setdefault(RPO, []).extend(_rpo(ctx, flow))
         everything += found
         by_flow[flow.name] = found
         bad = [t for t in found if t.dr_offset is None]

@@ -9,8 +9,8 @@ import time
 from typing import Callable, Iterable
 
 from mm2spec.errors import Mm2specError
-from mm2spec.ops.context import Context
-from mm2spec.ops.offsets import TRANSLATIONS
+from mm2spec.ops.context import Context, failure_text
+from mm2spec.ops.offsets import RPO, TRANSLATIONS
 from mm2spec.ops.playbook import Playbook, Task, evaluate
 from mm2spec.ops.report import Outcome, RunReport, TaskResult, task_status
 
@@ -52,7 +52,7 @@ def run(playbook: Playbook, ctx: Context, tags: Iterable[str] = (), skip_tags: I
             try:
                 outcomes = task.module.run(ctx, task.args)
             except Mm2specError as exc:
-                outcomes = [Outcome("failed", "local", str(exc))]
+                outcomes = [Outcome("failed", "local", failure_text(ctx.options, exc))]
             result = TaskResult(task.name, task.module.name, task_status(outcomes), time.monotonic() - begin, outcomes)
             report.tasks.append(result)
             listener("end", task, result)
@@ -60,6 +60,7 @@ def run(playbook: Playbook, ctx: Context, tags: Iterable[str] = (), skip_tags: I
                 stopped = True
     finally:
         report.translations = ctx.facts.get(TRANSLATIONS, [])
+        report.rpo = ctx.facts.get(RPO, [])
         report.seconds = time.monotonic() - started
         ctx.close()
     return report

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from mm2spec.errors import Mm2specError
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.mm2.selection import config_synced
-from mm2spec.ops.context import Context
+from mm2spec.ops.context import Context, failure_text
 from mm2spec.ops.mirror import behind, running
 from mm2spec.ops.module import Module, arguments
 from mm2spec.ops.offsets import BY_FLOW
@@ -221,7 +221,7 @@ def _check(fn):
         try:
             return fn(ctx, args)
         except Mm2specError as exc:
-            return [Outcome("failed", "local", str(exc))]
+            return [Outcome("failed", "local", failure_text(ctx.options, exc))]
     return run
 
 
