@@ -18,7 +18,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mm2spec.live.connect import ConnectClient
 from mm2spec.live.kafka import KafkaAdmin
-from mm2spec.live.records import GroupOffsets, RecordReader, retrying
+from mm2spec.live.records import GroupOffsets, RecordReader
+from mm2spec.mm2.retry import retry_call
 from mm2spec.render import connectors, render_files, write_files
 from mm2spec.spec.load import load_desired_state
 
@@ -66,9 +67,8 @@ def _commit(cluster, group: str, offsets: dict[int, int]) -> None:
     gives up after its request timeout."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        retrying(lambda: consumer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in offsets.items()],
-                                         asynchronous=False), f"commit {group}", cluster,
-                 deadline_s=COORDINATOR_TIMEOUT_S)
+        retry_call(lambda: consumer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in offsets.items()],
+                                           asynchronous=False), deadline_s=COORDINATOR_TIMEOUT_S)
     finally:
         consumer.close()
 
