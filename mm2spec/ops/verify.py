@@ -128,8 +128,8 @@ def heartbeats(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 
 def checkpointed(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
-    """Per group: a checkpoint on DR for every mirrored partition it committed on the source,
-    younger than twice ``emitCheckpointsIntervalSeconds``."""
+    """Per group: a checkpoint on DR for every mirrored partition it committed on the source, and
+    none older than twice ``emitCheckpointsIntervalSeconds`` behind a commit that moved since."""
     outcomes = []
     for flow in ctx.flows:
         selected = groups(ctx, flow)
@@ -145,7 +145,9 @@ def checkpointed(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
                 entry = found.get((group, mirrored[(topic, partition)], partition))
                 if entry is None:
                     missing.append(f"{group} {topic}-{partition}")
-                elif _now_ms(ctx) - entry[1] > limit_ms:
+                elif entry[0].upstream_offset != states[group].offsets[(topic, partition)] and _now_ms(ctx) - entry[1] > limit_ms:
+                    # An idle group keeps its last checkpoint (MM2 emits only changes): stale means the
+                    # group moved on the source and no checkpoint followed within two intervals.
                     stale.append(f"{group} {topic}-{partition} ({(_now_ms(ctx) - entry[1]) / 1000:.0f}s old)")
         if missing or stale:
             outcomes.append(Outcome("failed", flow.target, f"{flow.name}: " + "; ".join(

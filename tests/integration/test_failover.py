@@ -141,6 +141,15 @@ def test_planned_failover_check_then_exact_then_idempotent(failover_setup, capsy
     _wait(lambda: _lagging(pair), CATCH_UP_TIMEOUT, "the mirror to copy the seed records", job)
     args = ("failover", str(spec), "--state-dir", str(state_dir))
 
+    # Healthy DR: every verify check passes (checkpoints are emitted every second).
+    _wait(lambda: [] if _run(capsys, "verify", str(spec), "--state-dir", str(state_dir), "--quiet")[0] == 0
+          else ["verify failed"], 60, "verify to pass")
+    code, out = _run(capsys, "verify", str(spec), "--state-dir", str(state_dir), "--format", "json")
+    assert code == 0, out
+    assert {t["module"]: t["status"] for t in _report(out)["tasks"]} == {
+        "verify.mirror": "ok", "verify.topics": "ok", "verify.lag": "ok", "verify.heartbeats": "skipped",
+        "verify.checkpoints": "ok", "verify.configs": "ok"}
+
     # --check: reads everything, writes nothing (no group offsets, no state record, mirror alive).
     before = _dr_offsets(pair)
     code, out = _run(capsys, *args, "--check", "--format", "json")
@@ -186,6 +195,10 @@ def test_planned_failover_check_then_exact_then_idempotent(failover_setup, capsy
     assert code == 0, out
     report = _report(out)
     assert {t["status"] for t in report["tasks"]} <= {"ok", "skipped"}, report["tasks"]
+
+    # verify now names what is no longer healthy: the mirror is stopped (by design).
+    code, out = _run(capsys, "verify", str(spec), "--state-dir", str(state_dir))
+    assert code == 1 and "the mirror is not running" in out, out
 
     # plan knows the flow is failed over.
     code, out = _run(capsys, "plan", str(spec))
