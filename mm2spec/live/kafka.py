@@ -300,10 +300,11 @@ class KafkaAdmin:
         """Create many topics in as few CreateTopics requests as the broker accepts (chunked by the
         metadata records each writes); the names created (with ``exist_ok``, those that existed are
         left out). Returns once the broker serves every created topic's partitions."""
+        topics = list(topics)
         wanted = {t.topic: t.num_partitions for t in topics}
         tolerate = (KafkaError.TOPIC_ALREADY_EXISTS,) if exist_ok else ()
         created: set[str] = set()
-        for chunk in chunks(list(topics), weight=lambda t: 1 + max(t.num_partitions, 1) + len(t.config)):
+        for chunk in chunks(topics, weight=lambda t: 1 + max(t.num_partitions, 1) + len(t.config or {})):
             futures = self._client.create_topics(chunk, operation_timeout=self.timeout, request_timeout=self.timeout)
             created |= self._resolve(futures, "create topics" if len(chunk) > 1 else f"create topic {chunk[0].topic}",
                                      tolerate)

@@ -75,7 +75,7 @@ def ensure_topics(client: AdminClient, wanted: dict[str, int], configs: dict[str
     new = [NewTopic(t, num_partitions=n, replication_factor=-1, config=(configs or {}).get(t, {}))
            for t, n in wanted.items() if t not in existing]
     # Chunked as mm2spec.live does: one CreateTopics for 10,000 topics exceeds what a broker accepts.
-    for chunk in chunks(new, weight=lambda t: 1 + t.num_partitions + len(t.config)):
+    for chunk in chunks(new, weight=lambda t: 1 + t.num_partitions + len(t.config or {})):
         for topic, future in client.create_topics(chunk, operation_timeout=TIMEOUT).items():
             try:
                 future.result(timeout=TIMEOUT)
