@@ -6,6 +6,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -17,11 +18,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <p>At-least-once: a pool per configuration; a task borrows one producer for itself and gives it
  * back, so concurrent tasks never share a connection (Spark's own sink shares one producer between
  * all tasks with the same config) and at most one producer exists per concurrently running task.
- * Exactly-once: one transactional producer per transactional.id, created and initialised once.
+ * Exactly-once: one transactional producer per transactional.id, created and initialised once,
+ * with the progress it last committed: while this JVM's producer holds the id, no one else can have
+ * committed progress for that partition (taking the id fences this producer, whose next transaction
+ * then fails and is discarded), so the next batch need not read it back from the group. Reading it
+ * back with requireStable waits until the previous transaction's markers are written.
  */
 final class Producers {
     private static final Map<String, ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>>> POOLS = new ConcurrentHashMap<>();
     private static final Map<String, KafkaProducer<byte[], byte[]>> TRANSACTIONAL = new ConcurrentHashMap<>();
+    private static final Map<String, OffsetAndMetadata> COMMITTED = new ConcurrentHashMap<>();
     private static final Map<String, Admin> ADMINS = new ConcurrentHashMap<>();
 
     private Producers() {
@@ -54,8 +60,19 @@ final class Producers {
         });
     }
 
+    /** The progress this JVM's producer for {@code transactionalId} last committed, or null. */
+    static OffsetAndMetadata committedHere(WriterSettings settings, String transactionalId) {
+        String key = settings.key() + "\n" + transactionalId;
+        return TRANSACTIONAL.containsKey(key) ? COMMITTED.get(key) : null;
+    }
+
+    static void committed(WriterSettings settings, String transactionalId, OffsetAndMetadata progress) {
+        COMMITTED.put(settings.key() + "\n" + transactionalId, progress);
+    }
+
     /** Forgets a transactional producer that failed (fenced, or its transaction in an unknown state). */
     static void discard(WriterSettings settings, String transactionalId) {
+        COMMITTED.remove(settings.key() + "\n" + transactionalId);
         KafkaProducer<byte[], byte[]> producer = TRANSACTIONAL.remove(settings.key() + "\n" + transactionalId);
         if (producer != null) {
             producer.close(java.time.Duration.ZERO);

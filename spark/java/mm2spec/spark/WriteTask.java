@@ -135,7 +135,10 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         Transaction(PartitionWrite write) {
             this.write = write;
             this.transactionalId = settings.transactionalId(write.topic, write.partition);
-            OffsetAndMetadata progress = readProgress(new TopicPartition(write.targetTopic, write.partition));
+            OffsetAndMetadata progress = Producers.committedHere(settings, transactionalId);
+            if (progress == null) {
+                progress = readProgress(new TopicPartition(write.targetTopic, write.partition));
+            }
             this.next = progress == null ? -1 : progress.offset();
             this.committedDownstream = progress == null ? -1 : downstreamOf(progress);
         }
@@ -163,10 +166,10 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
             producer.flush();
             check(write);
             TopicPartition target = new TopicPartition(write.targetTopic, write.partition);
-            producer.sendOffsetsToTransaction(
-                Map.of(target, new OffsetAndMetadata(write.lastUpstream + 1, Long.toString(write.lastDownstream()))),
-                new ConsumerGroupMetadata(settings.progressGroup()));
+            OffsetAndMetadata progress = new OffsetAndMetadata(write.lastUpstream + 1, Long.toString(write.lastDownstream()));
+            producer.sendOffsetsToTransaction(Map.of(target, progress), new ConsumerGroupMetadata(settings.progressGroup()));
             producer.commitTransaction();
+            Producers.committed(settings, transactionalId, progress);
         }
 
         /** After a failure: abort if possible, and start the next batch with a fresh producer (its
