@@ -125,9 +125,7 @@ def measure_max_rate(primary: str, dr: str, master: str, work: Path, records: in
     log(f"writing a backlog of {records:,} records to {topic}")
     producer = SequencedProducer({"bootstrap.servers": primary}, topic, PARTITIONS, value_size=VALUE_SIZE,
                                  limit=records).start()
-    while not producer.done():
-        time.sleep(1)
-    producer.stop()
+    producer.wait()
     job = ledger_job("soak-max", primary, dr, topic, str(work / "max-checkpoints"), master=master)
     deployment = mirror.start(job, state_dir=work / "max-state", wait_running=JOB_START_TIMEOUT_S)
     try:

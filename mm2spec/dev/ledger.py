@@ -108,6 +108,11 @@ class SequencedProducer:
         if self._error is not None:
             raise DevError(f"the producer of {self.topic} failed: {self._error}")
 
+    def wait(self) -> None:
+        """Wait until the ``limit`` records are written and acknowledged."""
+        self._thread.join()
+        self.stop()
+
     def done(self) -> bool:
         return not self._thread.is_alive()
 
