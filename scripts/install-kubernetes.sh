@@ -8,14 +8,8 @@
 # A cold build takes 30-40 minutes on a busy 2-core machine (~1 GB of Go modules); with a warm Go
 # build cache it only relinks. Usage: scripts/install-kubernetes.sh [--force]
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-# shellcheck source=versions.env
-. "$here/versions.env"
-export MM2SPEC_CACHE="${MM2SPEC_CACHE:-$HOME/.cache/mm2spec}"
-
-step() { printf '==> %s\n' "$*" >&2; }
-die() { printf 'install-kubernetes.sh: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=install-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/install-common.sh"
 
 bin="$MM2SPEC_CACHE/kubernetes-$KUBERNETES_VERSION/bin"
 want="v$KUBERNETES_VERSION"
@@ -46,26 +40,18 @@ if [ "$force" = 0 ] && installed_ok; then
   step "kube-apiserver and kubectl $want already installed in $bin"
   exit 0
 fi
-command -v go >/dev/null 2>&1 ||
-  die "Go is not installed (or not on PATH); kube-apiserver is built from Go modules. Install Go 1.26 or newer and rerun scripts/setup."
+# The replace block's v0.x.y versions of the staging modules move with the require (tools/kubernetes/README.md).
+enter_go_module "$root/tools/kubernetes" k8s.io/kubernetes "$want" KUBERNETES_VERSION
 
-cd "$root/tools/kubernetes"
-pinned="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
-[ "$pinned" = "$want" ] ||
-  die "tools/kubernetes/go.mod builds k8s.io/kubernetes ${pinned:-?}, but scripts/versions.env says KUBERNETES_VERSION=$KUBERNETES_VERSION; make them agree (the require, the replace block's v0 versions, then go mod tidy)."
-
-# Two cores: one package compiled at a time keeps memory and load reasonable; override with GO_BUILD_P.
-jobs="${GO_BUILD_P:-$(( $(nproc 2>/dev/null || echo 2) > 2 ? 2 : 1 ))}"
-export GOFLAGS="${GOFLAGS:-$(go env GOFLAGS)} -buildvcs=false"
+go_build_settings
 # Kubernetes reads its version from these variables (hack/lib/version.sh sets them in its own build).
 ldflags="-X k8s.io/component-base/version.gitVersion=$want -X k8s.io/client-go/pkg/version.gitVersion=$want"
-mkdir -p "$MM2SPEC_CACHE"
 tmp="$(mktemp -d "$MM2SPEC_CACHE/kubernetes-build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 start=$SECONDS
 for cmd in kube-apiserver kubectl; do
   step "building $cmd $want (SLOW the first time: 30+ minutes on a busy 2-core machine; a warm Go build cache only relinks)"
-  go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+  go build -p "$go_jobs" -trimpath -ldflags "$ldflags" -o "$tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
 done
 step "built in $((SECONDS - start))s"
 rm -rf "$bin"

@@ -3,13 +3,8 @@
 # $MM2SPEC_CACHE/yaml-language-server-<v>/ at YAML_LANGUAGE_SERVER_VERSION (scripts/versions.env).
 # Needs Node.js and npm. Usage: scripts/install-yaml-language-server.sh
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-. "$here/versions.env"
-export MM2SPEC_CACHE="${MM2SPEC_CACHE:-$HOME/.cache/mm2spec}"
-
-step() { printf '==> %s\n' "$*" >&2; }
-die() { printf 'install-yaml-language-server.sh: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=install-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/install-common.sh"
 
 v="$YAML_LANGUAGE_SERVER_VERSION"
 dest="$MM2SPEC_CACHE/yaml-language-server-$v"
@@ -20,7 +15,6 @@ if [ -x "$server" ] && grep -q "\"version\": \"$v\"" "$installed" 2>/dev/null; t
   exit 0
 fi
 command -v npm >/dev/null 2>&1 || die "npm is not installed: install Node.js 18+ with npm and rerun scripts/setup"
-mkdir -p "$MM2SPEC_CACHE"
 tmp="$(mktemp -d "$MM2SPEC_CACHE/yaml-language-server-build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 step "installing yaml-language-server $v (npm)"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mm2spec.components import components
@@ -94,6 +93,3 @@ def _items(document: dict[str, Any]) -> list[dict]:
     return document.get("items", [document]) if document.get("kind") == "List" else [document]
 
 
-def kubeconfig_path(value: str | None) -> str | None:
-    """A kubeconfig setting as kubectl wants it: ``~`` expanded, None left to kubectl's default."""
-    return str(Path(value).expanduser()) if value else None
