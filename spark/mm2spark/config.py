@@ -129,9 +129,11 @@ class MirrorFlowConfig:
         return self.target.alias
 
 
-#: The micro-batch trigger when the config sets none. Records wait for the next trigger, then for
-#: the batch's write: half a second keeps p99 replication latency under a second at half of MM2's
-#: max rate (spark/README.md, "Latency"), while an idle flow still costs only two ListOffsets a second.
+#: The micro-batch trigger when the config sets none. A record waits up to one interval for its
+#: batch, then for the batch's fixed cost (~0.6 s on a lightly loaded 2-core machine, see
+#: spark/README.md "Profile") and its write: half a second is the longest interval that leaves a
+#: p99 under one second possible; an idle flow still costs only two ListOffsets a second. Not yet
+#: shown by a latency run on a quiet machine (spark/README.md).
 TRIGGER_INTERVAL_DEFAULT = "500 milliseconds"
 #: Most records per micro-batch when the config sets none. Without a cap a backlog (a new flow, a
 #: restart after an outage) runs as one batch: nothing reaches the target's consumers, no offset
