@@ -74,3 +74,18 @@ def test_dockerfile_builds_on_spark_image_with_mm2spec_and_the_jars():
     assert f"mm2spec-{__version__}-py3-none-any.whl" in text
     assert f"/opt/mm2spec/cache/spark-kafka-{spark}/jars/" in text
     assert "/opt/mm2spec/mirror_job.py" in text  # the SparkApplication's mainApplicationFile
+
+
+def test_pulumi_inputs_carry_the_manifests_and_only_their_change_is_a_change():
+    from mm2spec.provision.spark_deployment import SparkDeploymentProvider, spark_deployment_inputs
+
+    dev = load_desired_state(K8S_EXAMPLE, "dev")
+    here = spark_deployment_inputs(dev, "out", "/project", kubeconfig="/home/a/.kube/config")
+    elsewhere = spark_deployment_inputs(dev, "out", "/project", kubeconfig="/home/b/.kube/config")
+    assert here["kubernetes"]["manifests"] == manifests(dev)
+    provider = SparkDeploymentProvider()
+    assert provider.diff("id", here, elsewhere).changes is False  # the same cluster seen from elsewhere
+    prod = spark_deployment_inputs(load_desired_state(K8S_EXAMPLE, "prod"), "out", "/project")
+    assert provider.diff("id", here, prod).changes is True  # another namespace
+    local = load_desired_state(ROOT / "examples" / "dr-spec.example.yaml", "dev")
+    assert spark_deployment_inputs(local, "out", "/project")["kubernetes"] is None
