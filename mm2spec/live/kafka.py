@@ -46,6 +46,9 @@ _QUIET.propagate = False
 # KRaft brokers apply metadata (new topics, partitions, ACLs) asynchronously, typically within
 # 100 ms: polling at this interval returns soon after the broker's view catches up.
 PROPAGATION_POLL_S = 0.1
+# A broker creates a new partition's log (a folder, preallocated index files) before it serves it:
+# milliseconds on an idle machine; 50 ms each leaves room for two cores at a load of 50.
+PARTITION_LOG_S = 0.05
 # A bulk call that fails for thousands of resources names this many in its error (the rest counted).
 _FAILURES_SHOWN = 10
 
@@ -306,29 +309,33 @@ class KafkaAdmin:
         created: set[str] = set()
         for chunk in chunks(topics, weight=lambda t: 1 + max(t.num_partitions, 1) + len(t.config or {})):
             futures = self._client.create_topics(chunk, operation_timeout=self.timeout, request_timeout=self.timeout)
-            created |= self._resolve(futures, "create topics" if len(chunk) > 1 else f"create topic {chunk[0].topic}",
-                                     tolerate)
-        self._wait_for_partitions({name: wanted[name] for name in created})
+            done = self._resolve(futures, "create topics" if len(chunk) > 1 else f"create topic {chunk[0].topic}",
+                                 tolerate)
+            # Chunk by chunk: a broker publishes what it learnt only once it has created every new
+            # partition's log, so one wait for 30,000 partitions would see no progress for minutes.
+            self._wait_for_partitions({name: wanted[name] for name in done})
+            created |= done
         return created
 
     def _wait_for_partitions(self, wanted: Mapping[str, int]) -> None:
         """Return once the broker serves every partition of ``wanted``. Asks the broker (DescribeTopics),
         not librdkafka's metadata cache, which may already know a topic from the CreateTopics response
-        while the broker's own view still lags. Gives up only after ``timeout`` without progress: on
-        10,000 new topics the broker's view catches up over minutes on a loaded machine, steadily."""
-        deadline = time.monotonic() + self.timeout
+        while the broker's own view still lags. Gives up after ``timeout`` plus ``PARTITION_LOG_S`` per
+        partition without progress."""
+        allowance = self.timeout + PARTITION_LOG_S * sum(wanted.values())
+        deadline = time.monotonic() + allowance
         pending = dict(wanted)
         while pending:
             found = self._describe_topics(sorted(pending))
             still = {name: n for name, n in pending.items() if found.get(name, (0, 0))[0] < n}
             if len(still) < len(pending):
-                deadline = time.monotonic() + self.timeout
+                deadline = time.monotonic() + allowance
             pending = still
             if not pending:
                 return
             if time.monotonic() > deadline:
                 raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {len(pending)} topic(s) were created but '
-                                           f"their partitions made no progress to available in {self.timeout:.0f}s "
+                                           f"their partitions made no progress to available in {allowance:.0f}s "
                                            f"(e.g. {min(pending)})")
             time.sleep(PROPAGATION_POLL_S)
 
