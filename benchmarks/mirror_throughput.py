@@ -413,8 +413,13 @@ def _timed_records(primary, dr, source, target, size, rate, seconds, committed) 
         began, i = time.monotonic(), 0
         while time.monotonic() - began < LATENCY_WARMUP_S + seconds:
             counted = time.monotonic() - began >= LATENCY_WARMUP_S
-            producer.produce(source, key=(marker if counted else b"wrm-") + b"%010d" % i, value=payload,
-                             partition=i % PARTITIONS)
+            key = (marker if counted else b"wrm-") + b"%010d" % i
+            while True:
+                try:
+                    producer.produce(source, key=key, value=payload, partition=i % PARTITIONS)
+                    break
+                except BufferError:  # the source broker takes less than the rate: wait, as a client would
+                    producer.poll(SAMPLE_EVERY_S)
             i += 1
             if i % 50 == 0:
                 producer.poll(0)
@@ -431,6 +436,8 @@ def _timed_records(primary, dr, source, target, size, rate, seconds, committed) 
         for msg in consumer.consume(1000, timeout=0.2):
             if not msg.error() and (msg.key() or b"").startswith(marker):
                 latencies.append(time.time() * 1000 - msg.timestamp()[1])
+        if not writer.is_alive():
+            done.set()  # the writer finished, or failed (its traceback is on stderr): stop waiting for it
         if done.is_set():
             quiet_since = quiet_since or time.monotonic()
             if time.monotonic() - quiet_since > LATENCY_DRAIN_S:

@@ -16,7 +16,7 @@ from confluent_kafka.admin import (AdminClient, ConfigResource, ConfigSource, Ne
 from mm2spark.config import ClusterConnection
 from mm2spark.records import OffsetSync
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
-from mm2spec.mm2.retry import chunks, is_retriable
+from mm2spec.mm2.retry import chunks, is_retriable, retry_call
 from mm2spec.mm2.selection import config_synced
 
 log = logging.getLogger("mm2spark.kafka")
@@ -224,7 +224,9 @@ def read_compacted(conn: ClusterConnection, topic: str, timeout: float = 60.0) -
     consumer = Consumer({**conn.librdkafka(), "group.id": "mm2spark-reader", "enable.auto.commit": False,
                          "isolation.level": "read_committed", "client.id": f"mm2spark-reader-{conn.alias}"})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT)
+        # Right after the topic is created its leader may not be known yet (seen at start under load).
+        low, high = retry_call(lambda: consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT),
+                               unknown_topic_ok=True)
         if high <= low:
             return []
         consumer.assign([TopicPartition(topic, 0, low)])
