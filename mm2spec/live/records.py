@@ -26,6 +26,10 @@ from mm2spec.spec.model import Cluster
 _FETCH_BATCH = 500
 # librdkafka reports "no offset committed" as -1001 (OFFSET_INVALID).
 _NO_OFFSET = -1001
+# How long the broker may hold a fetch that finds no new data. A reader prefetches past its range
+# up to the log end, where the default (500 ms) long poll then holds the broker connection: the
+# next range read (or watermark query) waits for it, 0.5 s each. Ranges read here already exist.
+_FETCH_WAIT_MS = 10
 
 
 def _record(message) -> Record:
@@ -46,6 +50,7 @@ class RecordReader:
         config = client_config(cluster, secrets, admin=True)
         config.update({"group.id": f"mm2spec-reader-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                        "enable.partition.eof": False, "auto.offset.reset": "earliest",
+                       "fetch.wait.max.ms": _FETCH_WAIT_MS,
                        "isolation.level": "read_committed" if read_committed else "read_uncommitted"})
         self._consumer = Consumer(config)
 
