@@ -9,7 +9,8 @@ Two kinds of input (Hypothesis strategies):
 
 Each case runs the CLI in-process (``mm2spec.cli.main``) and must hold: exit 0 or 1, never an
 internal error or a traceback; the canary nowhere in stdout, stderr or any file; nothing written when
-a command fails; ``--format json`` always valid JSON; no case over ``CASE_DEADLINE_MS`` (a hang).
+a command fails; ``--format json`` always valid JSON; no case over ``CASE_CPU_LIMIT_S`` of CPU (a
+runaway computation) or ``CASE_DEADLINE_MS`` of wall time (a blocked one).
 
 CI runs ``CI_CASES`` cases per property with a fixed seed; ``scripts/fuzz N`` runs N with a random one.
 """
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
@@ -40,9 +42,14 @@ CI_CASES = 50
 97 s wall at a load of 13-16 on two cores), so 50 keeps the suite under a minute on a loaded machine;
 ``scripts/fuzz`` runs many more."""
 CASES = int(os.environ.get("MM2SPEC_FUZZ_CASES", CI_CASES))
-CASE_DEADLINE_MS = 60_000
-"""A case that takes longer is a hang. The slowest legitimate case (six commands on a 50,000-topic
-spec, long run only) takes about 10 s on an idle machine, 40 s at a load of 10 on two cores."""
+CASE_CPU_LIMIT_S = 30.0
+"""CPU seconds a case may spend: more is a runaway (an alias bomb, a quadratic walk). Measured in CPU,
+not wall time, because the machine's load must not decide: the slowest legitimate case (six commands
+on a 50,000-element list, long run only) spends about 6 s of CPU, which took 150 s of wall time at a
+load of 57 on two cores and failed a wall-clock deadline of 60 s."""
+CASE_DEADLINE_MS = 900_000
+"""Wall time a case may take: only a command blocked for good (waiting on input, a lock) gets there;
+a slow machine does not (the 150 s above)."""
 
 FUZZ_SETTINGS = settings(
     max_examples=CASES, deadline=CASE_DEADLINE_MS, database=None, print_blob=True,
@@ -210,6 +217,7 @@ def _files_text(folder: Path, skip: set[Path]) -> str:
 
 
 def _check_offline_commands(spec_bytes: bytes, baseline_text: str, planted: bool) -> None:
+    cpu = time.process_time()
     folder = Path(tempfile.mkdtemp(prefix="mm2spec-fuzz-"))
     try:
         spec, baseline = folder / "spec.yaml", folder / "baseline.yaml"
@@ -237,6 +245,8 @@ def _check_offline_commands(spec_bytes: bytes, baseline_text: str, planted: bool
                 assert not (folder / "out").exists(), f"{what} failed but left files behind"
         if planted:
             assert CANARY not in _files_text(folder, {spec, baseline}), "a written file holds the canary secret"
+        spent = time.process_time() - cpu
+        assert spent < CASE_CPU_LIMIT_S, f"the commands spent {spent:.1f} s of CPU: a runaway computation"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
