@@ -337,7 +337,9 @@ def bench_engine(engine: str, dev: DevState, args, workdir: Path) -> list[Run]:
             runs.append(run)
             log(f"{engine} round {round_no}: RTO {run.rto_s}s (wall {run.wall_s}s), skipped "
                 f"{run.totals.get('skipped')}, re-read {run.totals.get('reread')}, MM2 would re-read "
-                f"{run.totals.get('mm2Reread')}, load {run.load}")
+                f"{run.totals.get('mm2Reread')}, load {run.load}; slowest tasks: "
+                + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in
+                            sorted(run.phases.items(), key=lambda p: -p[1])[:3]))
         return runs
     finally:
         if live is not None and live.is_alive():

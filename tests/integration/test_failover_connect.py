@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mm2spec.live.connect import ConnectClient
+from mm2spec.live.dr_state import clear_state
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.mm2.retry import retry_call
@@ -123,6 +124,7 @@ def connect_failover(kafka_pair, connect_worker, tmp_path_factory):
     finally:
         for name in names:
             client.delete_connector(name)
+        clear_state(state.cluster(TARGET), state.mirrors[0].name)  # other modules' failovers start clean
 
 
 def test_planned_failover_on_mm2_resumes_every_group_at_the_next_record(connect_failover, capsys):
