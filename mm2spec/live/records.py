@@ -24,6 +24,9 @@ from mm2spec.spec.model import Cluster
 # One fetch returns up to this many records: large enough to read a 100-record gap between two
 # offset syncs in one round trip, small enough that a range read never pulls a whole partition.
 _FETCH_BATCH = 500
+# A request's future is waited on this much longer than the request's own timeout, so the client's
+# error (which names the cause) arrives first.
+_FUTURE_MARGIN_S = 5.0
 # librdkafka reports "no offset committed" as -1001 (OFFSET_INVALID).
 _NO_OFFSET = -1001
 # How long the broker may hold a fetch that finds no new data. A reader prefetches past its range
@@ -139,9 +142,18 @@ class GroupOffsets:
         self.timeout = timeout
         self._client = AdminClient(client_config(cluster, secrets))
 
+    def _result(self, future, what: str):
+        """A future's result, waiting a little longer than the request's own timeout so the client
+        reports its error; a future that still has none is KafkaOperationFailed, never a traceback."""
+        try:
+            return future.result(timeout=self.timeout + _FUTURE_MARGIN_S)
+        except TimeoutError:
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {what}: no answer within '
+                                       f"{self.timeout + _FUTURE_MARGIN_S:.0f}s") from None
+
     def groups(self) -> list[str]:
         def call():
-            return self._client.list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout)
+            return self._result(self._client.list_consumer_groups(request_timeout=self.timeout), "list groups")
         try:
             listing = retrying(call, "list groups", self.cluster)
         except KafkaOperationFailed as exc:
@@ -158,8 +170,8 @@ class GroupOffsets:
         for name in names:
             def call(name=name):
                 request = [ConsumerGroupTopicPartitions(name)]
-                return self._client.list_consumer_group_offsets(request, request_timeout=self.timeout)[name].result(
-                    timeout=self.timeout)
+                return self._result(self._client.list_consumer_group_offsets(request, request_timeout=self.timeout)[name],
+                                    f"offsets of group {name}")
             found = retrying(call, f"offsets of group {name}", self.cluster)
             offsets = {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions or ()
                        if tp.offset >= 0 and tp.offset != _NO_OFFSET}
@@ -170,7 +182,7 @@ class GroupOffsets:
     def _members(self, names: list[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
         def call():
             futures = self._client.describe_consumer_groups(names, request_timeout=self.timeout)
-            return {g: f.result(timeout=self.timeout) for g, f in futures.items()}
+            return {g: self._result(f, f"describe group {g}") for g, f in futures.items()}
         described = retrying(call, "describe groups", self.cluster)
         return {g: (getattr(d.state, "name", str(d.state)),
                     tuple(sorted(f"{m.client_id}@{m.host}" for m in d.members or ())))
@@ -184,8 +196,8 @@ class GroupOffsets:
 
         def call():
             request = [ConsumerGroupTopicPartitions(group, partitions)]
-            return self._client.alter_consumer_group_offsets(request, request_timeout=self.timeout)[group].result(
-                timeout=self.timeout)
+            return self._result(self._client.alter_consumer_group_offsets(request, request_timeout=self.timeout)[group],
+                                f"commit offsets of group {group}")
         result = retrying(call, f"commit offsets of group {group}", self.cluster)
         failed = [f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in result.topic_partitions or () if tp.error]
         if failed:

@@ -17,7 +17,9 @@ from mm2spec.ops.context import Context
 from mm2spec.ops.module import Module, arguments
 from mm2spec.ops.report import Outcome
 from mm2spec.ops.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions, source_topic_of
-from mm2spec.ops.translate import REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, mm2_translation, nearest_sync
+from mm2spec.ops.translate import (
+    REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, merged, mm2_translation, nearest_sync,
+)
 from mm2spec.spec.model import MirrorFlow
 
 TRANSLATIONS = "translations"
@@ -28,6 +30,9 @@ RPO = "rpo"
 # A walk first reads this many DR records past the span the source window implies (room for
 # at-least-once duplicates and transaction markers), then doubles until it is complete.
 WALK_SLACK = REPLAY_HORIZON + 64
+# Windows of one partition closer than this are read as one range (reading a few thousand records
+# between them costs less than another round trip per window).
+PREFETCH_GAP = 2000
 # Records read past a committed offset, to find the first record the group has not consumed
 # when transaction markers or compaction leave gaps right after it.
 LOOKAHEAD = 16
@@ -107,14 +112,31 @@ def _planned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
     syncs = offset_syncs(ctx, flow)
     source = _Windows(ctx.client(RecordReader, flow.source))
     dr = _Windows(ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once))
+    wanted = [(group, parts[tp], committed) for group in selected
+              for tp, committed in sorted(states[group].offsets.items()) if tp in parts]
+    _prefetch(wanted, syncs, source, dr)
     found = []
-    for group in selected:
-        for (topic, partition), committed in sorted(states[group].offsets.items()):
-            part = parts.get((topic, partition))
-            if part is not None:
-                ctx.progress(f"{flow.name}: translating {group} {topic}-{partition}")
-                found.append(_exact(group, part, committed, syncs.get((topic, partition), []), source, dr))
+    for index, (group, part, committed) in enumerate(wanted):
+        ctx.progress(f"{flow.name}: translating {index + 1}/{len(wanted)}: {group} {part.topic}-{part.partition}")
+        found.append(_exact(group, part, committed, syncs.get((part.topic, part.partition), []), source, dr))
     return found
+
+
+def _prefetch(wanted: list, syncs: Mapping, source: _Windows, dr: _Windows) -> None:
+    """Read each partition's windows for all groups at once, merged (``PREFETCH_GAP``): many groups
+    on one partition cost a few range reads instead of a few reads each."""
+    by_partition: dict[MirroredPartition, list[tuple[int, int, int, int]]] = {}
+    for _group, part, committed in wanted:
+        anchor = nearest_sync(syncs.get((part.topic, part.partition), []), committed)
+        if anchor is not None:
+            span = committed - anchor.upstream
+            by_partition.setdefault(part, []).append((anchor.upstream, committed + LOOKAHEAD, anchor.downstream,
+                                                      anchor.downstream + span + WALK_SLACK + LOOKAHEAD))
+    for part, windows in by_partition.items():
+        for start, end in merged([(w[0], w[1]) for w in windows], PREFETCH_GAP):
+            source.records(part.topic, part.partition, start, end)
+        for start, end in merged([(w[2], w[3]) for w in windows], PREFETCH_GAP):
+            dr.records(part.target_topic, part.partition, start, end)
 
 
 def _unplanned(ctx: Context, flow: MirrorFlow) -> list[Translation]:

@@ -181,6 +181,8 @@ class PartitionWindow:
     """Records of one partition read so far, by offset, so overlapping walks read once."""
 
     records: dict[int, Record] = field(default_factory=dict)
+    offsets: list[int] = field(default_factory=list)
+    """The offsets of ``records``, sorted (ranges are sliced with bisect)."""
     covered: list[tuple[int, int]] = field(default_factory=list)
 
     def missing(self, start: int, end: int) -> list[tuple[int, int]]:
@@ -198,8 +200,23 @@ class PartitionWindow:
 
     def add(self, start: int, end: int, records: Iterable[Record]) -> None:
         for record in records:
+            if record.offset not in self.records:
+                bisect.insort(self.offsets, record.offset)
             self.records[record.offset] = record
         self.covered.append((start, end))
 
     def between(self, start: int, end: int) -> list[Record]:
-        return [self.records[o] for o in sorted(o for o in self.records if start <= o < end)]
+        lo, hi = bisect.bisect_left(self.offsets, start), bisect.bisect_left(self.offsets, end)
+        return [self.records[o] for o in self.offsets[lo:hi]]
+
+
+def merged(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """Ranges merged where they overlap or lie within ``gap`` of each other: one read instead of
+    many small ones, without reading a long stretch nobody needs."""
+    out: list[list[int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1] + gap:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]

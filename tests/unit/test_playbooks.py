@@ -225,6 +225,16 @@ def test_align_skips_source_gaps_and_reports_foreign_records():
     assert result.mismatch == 501 and not result.complete
 
 
+def test_windows_are_read_once_and_sliced_in_order():
+    from mm2spec.ops.translate import PartitionWindow, merged
+
+    assert merged([(50, 60), (0, 10), (12, 20), (100, 110)], gap=5) == [(0, 20), (50, 60), (100, 110)]
+    window = PartitionWindow()
+    window.add(10, 20, [_rec(o, o) for o in (14, 10, 12)])
+    assert window.missing(5, 30) == [(5, 10), (20, 30)]
+    assert [r.offset for r in window.between(11, 15)] == [12, 14]
+
+
 def test_nearest_sync_and_mm2s_rounding():
     syncs = [(0, 0), (10, 12), (21, 30)]
     assert nearest_sync(syncs, 15) == Anchor(10, 12) and nearest_sync(syncs, 21) == Anchor(21, 30)
