@@ -321,7 +321,7 @@ def bench_engine(engine: str, dev: DevState, args, workdir: Path) -> list[Run]:
             prefix = f"{tag}-r{round_no}-"
             spec = write_spec(folder / f"round{round_no}.yaml", dev, engine, topics, prefix, args, folder)
             state = load_desired_state(spec, None)
-            clear_state(state.cluster("dr"), state.mirrors[0].name)
+            clear_state(state.cluster("dr"), state.name, state.mirrors[0].name)
             commit_groups(state, "primary", topics, [f"{prefix}g{i}" for i in range(args.groups)], args.seed, rng)
             if mirror is None:
                 mirror = ConnectMirror(folder, state) if engine == "connect" else SparkMirror(folder)

@@ -1,8 +1,8 @@
 """The durable DR-operation state, kept on the DR cluster itself (not on an operator's laptop).
 
 Topic ``mm2spec.dr-state.internal`` on each flow's target cluster: compacted, one partition,
-replication factor -1 (the broker's default). One record per flow, keyed by the flow's name, its
-value a ``FailoverState`` as JSON; a tombstone (failback) clears it. The ``.internal`` suffix
+replication factor -1 (the broker's default). One record per flow, keyed ``<spec name>/<flow name>``
+(two specs may both call a flow ``primary-to-dr``), its value a ``FailoverState`` as JSON; a tombstone (failback) clears it. The ``.internal`` suffix
 keeps it out of every MM2 topic selection, so no mirror copies it back.
 
 Written by the failover playbook; read by ``mm2spec plan`` and the Pulumi program, which leave a
@@ -26,15 +26,23 @@ STATE_TOPIC = "mm2spec.dr-state.internal"
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
 
 
-def read_states(cluster: Cluster, secrets: SecretLookup = env_secrets) -> dict[str, FailoverState]:
-    """The recorded state of every flow whose target is ``cluster`` (none when the topic is absent)."""
+def _key(spec: str, flow: str) -> str:
+    return f"{spec}/{flow}"
+
+
+def read_states(cluster: Cluster, spec: str, secrets: SecretLookup = env_secrets) -> dict[str, FailoverState]:
+    """The recorded state of every flow of spec ``spec`` whose target is ``cluster``, by flow name
+    (none when the topic is absent)."""
     admin = KafkaAdmin(cluster, secrets)
     if not admin.topics([STATE_TOPIC], with_configs=False):
         return {}
     states: dict[str, FailoverState] = {}
     with RecordReader(cluster, secrets) as reader:
         for record in reader.read_topic(STATE_TOPIC):
-            flow = (record.key or b"").decode("utf-8", "replace")
+            key = (record.key or b"").decode("utf-8", "replace")
+            owner, _, flow = key.rpartition("/")
+            if owner != spec:
+                continue
             if record.value is None:
                 states.pop(flow, None)
                 continue
@@ -74,9 +82,9 @@ def _produce(cluster: Cluster, secrets: SecretLookup, key: str, value: bytes | N
 
 def write_state(cluster: Cluster, state: FailoverState, secrets: SecretLookup = env_secrets) -> None:
     """Record (or replace) a flow's failover state on its DR cluster."""
-    _produce(cluster, secrets, state.flow, json.dumps(state.to_json(), sort_keys=True).encode())
+    _produce(cluster, secrets, _key(state.spec, state.flow), json.dumps(state.to_json(), sort_keys=True).encode())
 
 
-def clear_state(cluster: Cluster, flow: str, secrets: SecretLookup = env_secrets) -> None:
+def clear_state(cluster: Cluster, spec: str, flow: str, secrets: SecretLookup = env_secrets) -> None:
     """Remove a flow's failover state (a tombstone; compaction drops the history)."""
-    _produce(cluster, secrets, flow, None)
+    _produce(cluster, secrets, _key(spec, flow), None)

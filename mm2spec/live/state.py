@@ -76,9 +76,11 @@ class FailoverState:
     completed_at: int | None = None
     positions: tuple = ()
     """(source topic, partition, source end, DR topic, DR end) per mirrored partition at the switch."""
+    spec: str = ""
+    """``metadata.name`` of the spec whose flow this is: flows of different specs may share a name."""
 
     def to_json(self) -> dict:
-        return {"formatVersion": FAILOVER_STATE_FORMAT, "flow": self.flow, "phase": self.phase, "mode": self.mode,
+        return {"formatVersion": FAILOVER_STATE_FORMAT, "spec": self.spec, "flow": self.flow, "phase": self.phase, "mode": self.mode,
                 "source": self.source, "target": self.target, "startedAt": self.started_at,
                 "completedAt": self.completed_at,
                 "positions": [{"topic": t, "partition": p, "sourceEnd": s, "drTopic": dt, "drEnd": d}
@@ -89,4 +91,4 @@ class FailoverState:
         return cls(flow=data["flow"], phase=data["phase"], mode=data.get("mode", "planned"), source=data["source"],
                    target=data["target"], started_at=int(data["startedAt"]), completed_at=data.get("completedAt"),
                    positions=tuple((p["topic"], int(p["partition"]), int(p["sourceEnd"]), p["drTopic"], int(p["drEnd"]))
-                                   for p in data.get("positions", ())))
+                                   for p in data.get("positions", ())), spec=data.get("spec", ""))

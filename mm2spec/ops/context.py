@@ -128,7 +128,7 @@ class Context:
         if self._states is None or refresh:
             found: dict[str, FailoverState] = {}
             for target in sorted({f.target for f in self.flows}):
-                found.update(read_states(self.state.cluster(target), self.secrets))
+                found.update(read_states(self.state.cluster(target), self.state.name, self.secrets))
             self._states = {f.name: found[f.name] for f in self.flows if f.name in found}
         return self._states
 

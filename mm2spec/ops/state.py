@@ -45,7 +45,7 @@ def record(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
         now = int(ctx.clock() * 1000)
         new = FailoverState(flow.name, phase, "unplanned" if ctx.options.source_unreachable else "planned",
                             flow.source, flow.target, existing.started_at if existing else now,
-                            now if phase == "failed-over" else None, _positions(ctx, flow))
+                            now if phase == "failed-over" else None, _positions(ctx, flow), spec=ctx.state.name)
         if not ctx.options.check:
             write_state(ctx.state.cluster(flow.target), new, ctx.secrets)
         verb = "would record" if ctx.options.check else "recorded"

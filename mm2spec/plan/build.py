@@ -41,7 +41,7 @@ def read_failover_states(state: DesiredState) -> dict[str, FailoverState]:
     """Every flow's recorded failover, read from each target cluster's DR-state topic."""
     found: dict[str, FailoverState] = {}
     for target in sorted({m.target for m in state.mirrors}):
-        found.update(read_states(state.cluster(target)))
+        found.update(read_states(state.cluster(target), state.name))
     return {m.name: found[m.name] for m in state.mirrors if m.name in found}
 
 

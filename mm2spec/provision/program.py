@@ -240,7 +240,7 @@ def _failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> bo
     """Whether a flow is recorded as failed over on its DR cluster; then the Spark mirror is left
     stopped (a forward mirror would copy over what clients now write to DR) and the run says so."""
     for target in sorted({m.target for m in state.mirrors}):
-        states = read_states(state.cluster(target), secrets=lambda _name, alias=target: passwords.get(alias))
+        states = read_states(state.cluster(target), state.name, secrets=lambda _name, alias=target: passwords.get(alias))
         for note in failed_over_notes({n: s for n, s in states.items() if n in {m.name for m in state.mirrors}}):
             pulumi.log.warn(note)
             return True

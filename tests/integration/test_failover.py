@@ -158,7 +158,7 @@ def test_planned_failover_check_then_exact_then_idempotent(failover_setup, capsy
     assert report["check"] is True and report["totals"]["skipped"] == 0
     assert _dr_offsets(pair) == before
     assert mirror.status(state_dir).running
-    assert "primary-to-dr" not in read_states(_cluster(pair, "dr"))  # other modules' flows may have records
+    assert "primary-to-dr" not in read_states(_cluster(pair, "dr"), "it-failover")
 
     # A consumer of one group is already active on DR: the commit is refused naming it, before any
     # group is committed; the run says which tasks completed.

@@ -124,7 +124,7 @@ def connect_failover(kafka_pair, connect_worker, tmp_path_factory):
     finally:
         for name in names:
             client.delete_connector(name)
-        clear_state(state.cluster(TARGET), state.mirrors[0].name)  # other modules' failovers start clean
+        clear_state(state.cluster(TARGET), state.name, state.mirrors[0].name)  # other modules' failovers start clean
 
 
 def test_planned_failover_on_mm2_resumes_every_group_at_the_next_record(connect_failover, capsys):

@@ -31,6 +31,8 @@ from test_failover import (  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
+SPEC_NAME = "it-failover"  # metadata.name of test_failover's spec
+
 CLI = [sys.executable, "-c", "import sys; from mm2spec.cli import main; sys.exit(main(sys.argv[1:]))"]
 
 
@@ -94,21 +96,21 @@ def test_a_failover_killed_mid_run_converges_when_run_again(running_mirror, caps
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(30)
     # Killed after the switch was recorded and the mirror stopped: DR says "switching".
-    state = read_states(_cluster(pair, "dr"))["primary-to-dr"]
+    state = read_states(_cluster(pair, "dr"), SPEC_NAME)["primary-to-dr"]
     assert state.phase == "switching" and not mirror.status(state_dir).running
 
     code, out = _run(capsys, *args, "--format", "json")
     assert code == 0, out
     report = _report(out)
     assert report["totals"]["skipped"] == 0 and report["totals"]["reread"] == 0
-    assert read_states(_cluster(pair, "dr"))["primary-to-dr"].phase == "failed-over"
+    assert read_states(_cluster(pair, "dr"), SPEC_NAME)["primary-to-dr"].phase == "failed-over"
     _exact(pair, committed)
 
 
 def test_unplanned_failover_with_the_source_killed(running_mirror, capsys):
     pair, spec, state_dir, job, _ = running_mirror
     # Back to mirroring (as a failback would leave it), with new groups to move.
-    clear_state(_cluster(pair, "dr"), "primary-to-dr")
+    clear_state(_cluster(pair, "dr"), SPEC_NAME, "primary-to-dr")
     deployment = mirror.start(job, state_dir=state_dir, wait_running=START_TIMEOUT)
     _produce(pair.primary.bootstrap, 600, 300)
     import random
@@ -147,7 +149,7 @@ def test_unplanned_failover_with_the_source_killed(running_mirror, capsys):
     report = _report(out)
     assert report["totals"]["skipped"] == 0 and {t["method"] for t in report["translations"]} == {"checkpoint"}
     assert report["rpo"] and all(r["lastMirroredTimestamp"] for r in report["rpo"])
-    assert read_states(_cluster(pair, "dr"))["primary-to-dr"].mode == "unplanned"
+    assert read_states(_cluster(pair, "dr"), SPEC_NAME)["primary-to-dr"].mode == "unplanned"
     bounds = {(t["group"], t["partition"]): t["reread"] for t in report["translations"]}
     dr_offsets = _dr_offsets_of(pair, list(moved))
     with RecordReader(_cluster(pair, "dr")) as dr:
