@@ -147,17 +147,21 @@ def _unplanned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
         if topic is None or not ctx.group_selected(group):
             continue
         anchor = nearest_sync(syncs.get((topic, partition), []), cp.upstream_offset)
-        if anchor is not None and anchor.upstream == cp.upstream_offset:
-            bound, how = 0, "exact sync"
-        elif anchor is not None:
-            bound, how = cp.upstream_offset - anchor.upstream - 1, f"sync at {anchor.upstream}"
+        if anchor is not None:
+            # The syncs on DR may be newer than the checkpoint (emitted before the sync for its
+            # offset arrived): MM2's rule on them is never ahead of the true position either.
+            offset = max(cp.downstream_offset, mm2_translation(anchor, cp.upstream_offset))
+            bound = max(0, anchor.downstream + (cp.upstream_offset - anchor.upstream) - offset)
+            how = f"from the sync at {anchor.upstream}"
         else:
-            bound, how = flow.offset_lag_max, "offset.lag.max"
+            offset, bound, how = cp.downstream_offset, -1, "no offset sync on DR to bound it"
         found.append(Translation(group=group, topic=topic, partition=partition, target_topic=target_topic,
-                                 committed=cp.upstream_offset, dr_offset=cp.downstream_offset, method="checkpoint",
-                                 reread=bound, mm2_offset=cp.downstream_offset, mm2_reread=bound,
-                                 note=f"re-read at most {bound} ({how}), plus what the group committed after "
-                                      "this checkpoint"))
+                                 committed=cp.upstream_offset, dr_offset=offset, method="checkpoint",
+                                 reread=bound, mm2_offset=cp.downstream_offset,
+                                 mm2_reread=None if anchor is None else max(0, offset + bound - cp.downstream_offset),
+                                 note=f"re-read about {bound} ({how}; exact when the mirror wrote no duplicates), "
+                                      "plus what the group committed after this checkpoint"
+                                      if bound >= 0 else f"re-read unknown ({how}), never skipped"))
     return found
 
 
