@@ -134,7 +134,7 @@ class Context:
 
     def variables(self) -> dict[str, Any]:
         """The values ``when`` conditions see."""
-        states = self.failover_states() if not self.options.source_unreachable or self.flows else {}
+        states = self.failover_states()
         failover = self.state.failover
         return {
             "check": self.options.check,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from mm2spec.errors import Mm2specError
+from mm2spec.errors import MirrorError, OperationRefused
 from mm2spec.live.connect import ConnectClient
 from mm2spec.live.records import RecordReader
 from mm2spec.ops.context import DEFAULT_WAIT_S, Context
@@ -34,7 +34,7 @@ def connector_names(ctx: Context, flow: MirrorFlow) -> list[str]:
 
 def _connect(ctx: Context) -> ConnectClient:
     if not ctx.connect_url:
-        raise Mm2specError("engine connect: connect.restUrl is not set in the spec; pass --connect-url URL")
+        raise OperationRefused("engine connect: connect.restUrl is not set in the spec; pass --connect-url URL")
     return ConnectClient(ctx.connect_url)
 
 
@@ -110,7 +110,7 @@ def _wait(ctx: Context, done, timeout: float, describe, failure: str) -> None:
     start = time.monotonic()
     while not done():
         if time.monotonic() > deadline:
-            raise Mm2specError(f"{failure} within {timeout:.0f}s")
+            raise MirrorError(f"{failure} within {timeout:.0f}s")
         ctx.progress(f"{describe()} ({time.monotonic() - start:.0f}s)")
         time.sleep(POLL_S)
 
@@ -146,7 +146,7 @@ def wait_caught_up(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
             continue
         up, seen = running(ctx, flow)
         if not up:
-            raise Mm2specError(f"{flow.name}: {len(lagging)} partitions are behind (e.g. {lagging[0].topic}-"
+            raise OperationRefused(f"{flow.name}: {len(lagging)} partitions are behind (e.g. {lagging[0].topic}-"
                                f"{lagging[0].partition}) and the mirror is not running ({seen}): start it "
                                "(mm2spec mirror) and re-run, or fail over with --source-unreachable")
         start = time.monotonic()

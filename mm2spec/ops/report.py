@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from mm2spec.ops.translate import Translation
 
@@ -220,6 +219,3 @@ def render(report: RunReport, fmt: str, diff: bool = False) -> str:
         return format_json(report)
     return format_markdown(report, diff) if fmt == "markdown" else format_text(report, diff)
 
-
-def dumps_args(args: Any) -> str:
-    return json.dumps(args, sort_keys=True)
