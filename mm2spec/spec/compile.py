@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mm2spec.mm2 import spark_eos
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT
 from mm2spec.spec.document import Node, to_plain
 from mm2spec.spec.model import (
@@ -76,7 +77,8 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
     )
     acls = data.get("acls") or {}
     principal = acls.get("principal", "User:mm2")
-    bindings, patterns = derive_acls(mirrors, connect, principal)
+    engine = data.get("engine", "spark")
+    bindings, patterns = derive_acls(mirrors, connect, principal, spark_job=name if engine == "spark" else None)
     return DesiredState(
         name=name,
         environment=env,
@@ -84,7 +86,7 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         labels=_props((data["metadata"].get("labels") or {})),
         clusters=clusters,
         mirrors=mirrors,
-        engine=data.get("engine", "spark"),
+        engine=engine,
         connect=connect,
         spark=spark,
         failover=FailoverSettings(tuple((data.get("failover") or {}).get("clients") or ()),
@@ -185,9 +187,11 @@ def derive_internal_topics(mirrors: tuple[MirrorFlow, ...], connect: ConnectClus
     return tuple(topics.values())
 
 
-def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster,
-                principal: str) -> tuple[tuple[AclBinding, ...], tuple[AclPattern, ...]]:
-    """ACLs for the mirroring principal (seed 000 section 5.7) and for the Connect worker itself."""
+def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster, principal: str,
+                spark_job: str | None = None) -> tuple[tuple[AclBinding, ...], tuple[AclPattern, ...]]:
+    """ACLs for the mirroring principal (seed 000 section 5.7) and for the Connect worker itself;
+    with ``spark_job`` (the job's name when the Spark engine mirrors) also those of its
+    exactly-once writer."""
     bindings: dict[tuple, AclBinding] = {}
     patterns: dict[tuple, AclPattern] = {}
 
@@ -248,6 +252,14 @@ def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster,
                 allow(flow.target, "TRANSACTIONAL_ID", f"{connect.group_id}-", ("WRITE", "DESCRIBE"),
                       f"{flow.name}: exactly-once transactions", "PREFIXED")
                 allow(flow.target, "CLUSTER", "kafka-cluster", ("IDEMPOTENT_WRITE",), f"{flow.name}: idempotent producer")
+    for flow in mirrors:
+        if spark_job is not None and flow.exactly_once:
+            # The Spark writer's own names (mm2spec.mm2.spark_eos): its progress is read from and
+            # committed to a group in each partition's transaction.
+            allow(flow.target, "GROUP", spark_eos.progress_group(spark_job, flow.name), ("READ", "DESCRIBE"),
+                  f"{flow.name}: Spark exactly-once progress")
+            allow(flow.target, "TRANSACTIONAL_ID", spark_eos.transactional_id_prefix(spark_job, flow.name),
+                  ("WRITE", "DESCRIBE"), f"{flow.name}: Spark exactly-once transactions", "PREFIXED")
     return tuple(bindings.values()), tuple(patterns.values())
 
 

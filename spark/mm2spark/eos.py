@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mm2spec.errors import JobConfigError
+from mm2spec.mm2 import spark_eos
 
 #: The writer's transaction.timeout.ms unless producer.override.transaction.timeout.ms sets one:
 #: twice the Java producer's 60 s default, since a batch's transaction on a busy two-core machine
@@ -90,12 +91,12 @@ class EosWriterSettings:
 
     @property
     def progress_group(self) -> str:
-        return f"mm2spec-mirror.{self.job}.{self.flow}"
+        return spark_eos.progress_group(self.job, self.flow)
 
     @property
     def transactional_id_prefix(self) -> str:
         """``transactional.id`` = this + ``<topic>.<partition>`` (the source partition)."""
-        return f"mm2spec-mirror.{self.job}.{self.flow}."
+        return spark_eos.transactional_id_prefix(self.job, self.flow)
 
     def transactional_id(self, topic: str, partition: int) -> str:
         return f"{self.transactional_id_prefix}{topic}.{partition}"

@@ -2,8 +2,10 @@
 
 With only the ACLs ``compile`` derives for ``User:mm2`` in place, every ACL operation x resource
 type they do not grant is refused to mm2 by a real client call (``mm2spec.dev.acl_matrix``), and
-the Spark engine still mirrors records and syncs a group's offsets as mm2. (The Connect engine with
-the same derivation is proven in test_mm2_rendered.py, exactly-once included.)
+the Spark engine still mirrors records and syncs a group's offsets as mm2, in one job with an
+at-least-once flow and an exactly-once flow (whose writer needs its own group and transactional
+ids). (The Connect engine with the same derivation is proven in test_mm2_rendered.py, exactly-once
+included.)
 ``benchmarks/least_privilege.py`` prints the matrix.
 """
 
@@ -15,19 +17,21 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mm2spec.dev import MM2_PASSWORD
 from mm2spec.dev.acl_matrix import mirror_matrix, render
 from mm2spec.dev.ledger import SequencedProducer
 from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.mm2 import spark_eos
 from mm2spec.runtime import deployment as mirror
 from mm2spec.runtime.job import render_job
 from mm2spec.spec.load import load_desired_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from specs import MM2_SECRET, SECRETS, write_spec  # noqa: E402
+from specs import MM2_SECRET, SECRETS, spec_for  # noqa: E402
 from test_spark_mirror import spark_ready  # noqa: E402,F401 - the fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -97,8 +101,13 @@ def test_only_the_derived_acls_mirror_and_everything_else_is_refused(secure_kafk
     pair = secure_kafka_pair
     uid = uuid.uuid4().hex[:8]
     topic, outside, group, other_group = f"lp-{uid}-orders", f"lp-{uid}-hr", f"lp-{uid}-billing", f"lp-{uid}-payroll"
-    spec = write_spec(tmp_path / "spec.yaml", pair, [topic], [group], secure=True, engine="spark", manage_acls=True,
-                      name=f"lp-{uid}", aliases=ALIASES, mirror={"name": "lp", **FAST})
+    eos_topic = f"lp-{uid}-ledger"
+    data = spec_for(pair, [topic], [group], secure=True, engine="spark", manage_acls=True, name=f"lp-{uid}",
+                    aliases=ALIASES, mirror={"name": "lp", **FAST})
+    data["mirrors"].append({**data["mirrors"][0], "name": "lp-eos", "topics": [eos_topic], "groups": [],
+                            "exactlyOnce": True})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
     state = load_desired_state(spec, None)
     admins = {alias: KafkaAdmin(state.cluster(alias), secrets=SECRETS.get) for alias in ALIASES}
     for alias, admin in admins.items():
@@ -107,9 +116,10 @@ def test_only_the_derived_acls_mirror_and_everything_else_is_refused(secure_kafk
         admin.create_acls(derived)
         # Other modules plan against User:mm2 on these clusters: they must not meet this test's ACLs.
         request.addfinalizer(lambda admin=admin, derived=derived: admin.delete_acls(derived))
-    admins[SOURCE].create_topic(topic, 1, -1, {})
     source_admin, target_admin = pair.client_config("primary"), pair.client_config("dr")
-    SequencedProducer(source_admin, topic, 1, limit=RECORDS).start().wait()
+    for mirrored in (topic, eos_topic):
+        admins[SOURCE].create_topic(mirrored, 1, -1, {})
+        SequencedProducer(source_admin, mirrored, 1, limit=RECORDS).start().wait()
     commit(source_admin, group, topic, RECORDS // 2)
 
     # The Spark engine, as mm2, with nothing but the derived ACLs.
@@ -122,6 +132,10 @@ def test_only_the_derived_acls_mirror_and_everything_else_is_refused(secure_kafk
         checkpoints = state.mirrors[0].checkpoints_topic
         wait_for(lambda: end_offset(target_admin, checkpoints) > 0, f"checkpoints in {checkpoints}", deployment)
         wait_for(lambda: committed(target_admin, group, topic) > 0, "the group's offset synced to dr", deployment)
+        # The exactly-once writer commits each partition's progress (the next source offset) in its transaction.
+        progress = spark_eos.progress_group(state.name, "lp-eos")
+        wait_for(lambda: committed(target_admin, progress, eos_topic) >= RECORDS,
+                 f"the exactly-once flow's progress in {progress}", deployment)
     finally:
         mirror.stop(deployment)
     assert "AUTHORIZATION_FAILED" not in deployment.log_file.read_text(), "the job was refused something as mm2"

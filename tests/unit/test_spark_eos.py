@@ -1,5 +1,5 @@
-"""Unit tests of the exactly-once protocol's transaction timeouts and of MM2 record decoding errors
-(no Spark session, no network; the JVM writer that runs the protocol is tested in
+"""Unit tests of the exactly-once protocol's transaction timeouts and the ACLs its names need, and of
+MM2 record decoding errors (no Spark session, no network; the JVM writer that runs the protocol is tested in
 tests/integration/test_spark_mirror.py)."""
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 from mm2spark.eos import DEFAULT_TRANSACTION_TIMEOUT_MS, EosWriterSettings, TransactionTimeouts  # noqa: E402
 from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
 from mm2spec.errors import JobConfigError, Mm2specError, RecordMalformed  # noqa: E402
+from mm2spec.spec.load import load_desired_state  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 #: The Java producer's default transaction.timeout.ms.
 JAVA_DEFAULT_MS = 60_000
@@ -22,6 +25,39 @@ JAVA_DEFAULT_MS = 60_000
 
 def settings(**overrides: str) -> EosWriterSettings:
     return EosWriterSettings(job="payments-dr", flow="primary-to-dr", producer_overrides=tuple(sorted(overrides.items())))
+
+
+# ------------------------------------------------------------------- the writer's ACLs
+
+def writer_name_bindings(state) -> set[tuple]:
+    """The derived bindings on the names each flow's exactly-once writer uses, as the writer names them."""
+    names = set()
+    for flow in state.mirrors:
+        writer = EosWriterSettings(state.name, flow.name)
+        names |= {writer.progress_group, writer.transactional_id_prefix}
+    return {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation) for b in state.acl_bindings
+            if b.resource_name in names}
+
+
+def test_the_spark_exactly_once_writer_is_granted_its_progress_group_and_transactional_ids():
+    state = load_desired_state(EXAMPLES / "dr-spec.example.yaml", "prod")
+    flow = state.mirrors[0]
+    assert (state.engine, flow.exactly_once) == ("spark", True)
+    writer = EosWriterSettings(state.name, flow.name)
+    group, prefix = writer.progress_group, writer.transactional_id_prefix
+    assert writer_name_bindings(state) == {
+        # OffsetFetch (requireStable) needs DESCRIBE, TxnOffsetCommit READ
+        (flow.target, "GROUP", group, "LITERAL", "READ"), (flow.target, "GROUP", group, "LITERAL", "DESCRIBE"),
+        # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn need WRITE on the transactional id
+        (flow.target, "TRANSACTIONAL_ID", prefix, "PREFIXED", "WRITE"),
+        (flow.target, "TRANSACTIONAL_ID", prefix, "PREFIXED", "DESCRIBE")}
+
+
+@pytest.mark.parametrize(("spec", "env"), [("seed000-a-to-b.yaml", None), ("dr-spec.example.yaml", "dev")])
+def test_connect_or_at_least_once_grants_nothing_on_the_spark_writers_names(spec, env):
+    state = load_desired_state(EXAMPLES / spec, env)
+    assert state.engine == "connect" or not state.exactly_once
+    assert state.acl_bindings and not writer_name_bindings(state)
 
 
 # ------------------------------------------------------------------- the transaction's budget
