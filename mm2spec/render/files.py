@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from mm2spec.render.connect import connectors, mm2_properties, worker_properties
 from mm2spec.render.kubernetes import kubernetes_files
@@ -43,32 +45,89 @@ FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}")
 climb out of the folder, hide, or break a file system's rules (length, odd characters) is refused."""
 
 
+STAGING_PREFIX = ".mm2spec-render-"
+"""Folders ``write_files`` stages a render in, inside the output folder (the same file system, so each
+move is one atomic rename). One left behind is an interrupted render: the next write rolls it back."""
+JOURNAL = ".journal.json"
+"""In a staging folder: the names being moved in and which of them replace an existing file, written
+before the first move. Rendered names start with a letter or digit, so they never meet it or ``OLD``."""
+OLD = ".old"
+"""In a staging folder: the files a render replaces, moved aside until it has moved every new one in."""
+
+
 def write_files(files: dict[str, str], out_dir: str | Path, private: Iterable[str] = ()) -> list[Path]:
     """Write ``files`` into the folder ``out_dir`` (created if missing), all or nothing.
 
-    Every file is written into a staging folder inside ``out_dir`` first and only then renamed into
-    place, so a failed render leaves no file behind (and a folder it created is removed again).
-    Files are created with the usual permissions (umask), those named in ``private`` as 0600: only
-    a file that holds a secret needs hiding. Problems are ``OutputUnwritable``, never a traceback."""
+    Every file is written into a staging folder inside ``out_dir`` first; then each existing file is
+    moved aside and the new one moved in, after a journal of the moves. An error or an interrupt
+    moves the old files back; a process killed half-way leaves the journal, and the next write into
+    the folder rolls it back first. So ``out_dir`` only ever ends with the old set of files or the
+    new one, never a mix. Writers into one folder take turns (a lock on the folder). Files are
+    created with the usual permissions (umask), those named in ``private`` as 0600: only a file that
+    holds a secret needs hiding. Problems are ``OutputUnwritable``, never a traceback."""
     out = Path(out_dir)
     _check_writable(files, out)
     created = _make_folders(out)
-    staging = None
     try:
-        staging = Path(tempfile.mkdtemp(dir=out, prefix=".mm2spec-render-"))
-        for name, content in files.items():
-            _write_new(staging / name, content, 0o600 if name in private else 0o666)
-        for name in sorted(files):
-            os.replace(staging / name, out / name)
+        with _folder_lock(out):
+            for interrupted in sorted(out.glob(f"{STAGING_PREFIX}*")):
+                if interrupted.is_dir():
+                    _roll_back(out, interrupted)
+            _stage_and_swap(files, out, {name: 0o600 if name in private else 0o666 for name in files})
     except OSError as exc:
         for folder in reversed(created):
             shutil.rmtree(folder, ignore_errors=True)
         raise OutputUnwritable(f"cannot write into {printable(str(out))}: {exc.strerror or exc}; nothing was written") \
             from None
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
     return [out / name for name in sorted(files)]
+
+
+@contextlib.contextmanager
+def _folder_lock(out: Path) -> Iterator[None]:
+    """An exclusive lock on the folder itself (no lock file left behind), released when the process
+    ends however it ends: a staging folder found under it belongs to no running writer."""
+    handle = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
+
+
+def _stage_and_swap(files: dict[str, str], out: Path, modes: dict[str, int]) -> None:
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=STAGING_PREFIX))
+    try:
+        for name, content in files.items():
+            _write_new(staging / name, content, modes[name])
+        names = sorted(files)
+        existed = {name for name in names if os.path.lexists(out / name)}
+        (staging / OLD).mkdir()
+        _write_new(staging / JOURNAL, json.dumps({"names": names, "existed": sorted(existed)}), 0o600)
+        for name in names:
+            if name in existed:
+                os.replace(out / name, staging / OLD / name)
+            os.replace(staging / name, out / name)
+    except BaseException:
+        _roll_back(out, staging)  # if this fails too, the staging folder stays for the next write
+        raise
+    shutil.rmtree(staging)
+
+
+def _roll_back(out: Path, staging: Path) -> None:
+    """Undo what an interrupted swap moved (each step may be repeated), then drop its staging folder.
+
+    An old file still aside goes back; a new file moved in where none was before goes. Without a
+    complete journal no move had started."""
+    try:
+        journal = json.loads((staging / JOURNAL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        journal = {"names": [], "existed": []}
+    for name in journal["names"]:
+        if os.path.lexists(staging / OLD / name):
+            os.replace(staging / OLD / name, out / name)
+        elif name not in journal["existed"] and not os.path.lexists(staging / name):
+            (out / name).unlink(missing_ok=True)
+    shutil.rmtree(staging)
 
 
 def _check_writable(files: dict[str, str], out: Path) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from mm2spec.spec.load import load_desired_state
-from mm2spec.render import render_files, write_files
+from mm2spec.errors import OutputUnwritable
+from mm2spec.render import files as files_module, render_files, write_files
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "render"
@@ -148,3 +151,68 @@ def test_write_files_is_atomic_and_idempotent(tmp_path):
     snapshot = {p.name: p.read_text() for p in first}
     write_files(render_files(state), tmp_path)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == snapshot  # no temp files left behind
+
+
+OLD_SET = {"a.json": "old a\n", "b.json": "old b\n", "c.json": "old c\n"}
+"""A render already in a folder (plus a file of the user's): what a failed render must leave as it was."""
+NEW_SET = {"a.json": "new a\n", "b.json": "new b\n", "c.json": "new c\n", "d.json": "new d\n"}
+
+
+def folder_content(folder: Path) -> dict[str, str]:
+    """Each file's content; a folder (a staging folder left behind) as "<folder>"."""
+    return {p.name: "<folder>" if p.is_dir() else p.read_text() for p in folder.iterdir()}
+
+
+def replace_failing_after(monkeypatch, moves: int, failure) -> None:
+    """os.replace in write_files does ``moves`` moves, then ``failure()`` once: a disk error or a kill."""
+    real, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == moves + 1:
+            failure()
+        real(src, dst)
+    monkeypatch.setattr(files_module.os, "replace", replace)
+
+
+def old_render(folder: Path) -> dict[str, str]:
+    write_files(OLD_SET, folder)
+    (folder / "notes.txt").write_text("the user's\n")
+    return folder_content(folder)
+
+
+@pytest.mark.parametrize("moves", [1, 2, 3, 5])
+def test_a_failure_half_way_through_the_moves_leaves_the_old_files(tmp_path, monkeypatch, moves):
+    before = old_render(tmp_path)
+
+    def disk_full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+    replace_failing_after(monkeypatch, moves, disk_full)
+    with pytest.raises(OutputUnwritable, match="No space left on device; nothing was written"):
+        write_files(NEW_SET, tmp_path)
+    assert folder_content(tmp_path) == before
+
+
+@pytest.mark.parametrize("moves", [1, 2, 3, 5])
+def test_a_render_killed_half_way_is_rolled_back_by_the_next_write(tmp_path, monkeypatch, moves):
+    before = old_render(tmp_path)
+    child = os.fork()
+    if child == 0:  # the killed render: no exception handler, no finally runs
+        replace_failing_after(monkeypatch, moves, lambda: os._exit(9))
+        write_files(NEW_SET, tmp_path)
+        os._exit(0)
+    assert os.WEXITSTATUS(os.waitpid(child, 0)[1]) == 9
+    assert folder_content(tmp_path) != before  # mixed, with the staging folder and its journal
+    write_files({"e.json": "e\n"}, tmp_path)
+    assert folder_content(tmp_path) == {**before, "e.json": "e\n"}
+
+
+def test_a_failure_while_staging_leaves_nothing_behind(tmp_path, monkeypatch):
+    before = old_render(tmp_path)
+
+    def write_new(path, content, mode):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+    monkeypatch.setattr(files_module, "_write_new", write_new)
+    with pytest.raises(OutputUnwritable, match="Disk quota exceeded"):
+        write_files(NEW_SET, tmp_path)
+    assert folder_content(tmp_path) == before
