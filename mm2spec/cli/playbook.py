@@ -1,4 +1,4 @@
-"""``mm2spec playbook run|modules``, ``mm2spec verify`` and ``mm2spec failover``: DR operations.
+"""``mm2spec playbook run|modules``, ``mm2spec verify``, ``failover`` and ``failback``: DR operations.
 
 Progress goes to stderr as each task starts and ends (a spinner line for waits on a terminal);
 the report goes to stdout in the chosen format. Exit codes: 0 done (or nothing to do), 2 with
@@ -69,7 +69,8 @@ def run_playbook(args: argparse.Namespace, playbook_name: str) -> int:
     flows, groups = parse_limit(args.limit)
     options = Options(check=args.check, diff=args.diff, source_unreachable=args.source_unreachable,
                       allow_rewind=args.allow_rewind, skip_active=args.skip_active, limit_flows=flows,
-                      limit_groups=groups, state_dir=args.state_dir, connect_url=args.connect_url)
+                      limit_groups=groups, state_dir=args.state_dir, connect_url=args.connect_url,
+                      stranded=getattr(args, "stranded", None))
     progress = Progress(args.diff, quiet=args.quiet)
     ctx = Context(state, options, progress=progress.wait)
     report = run(playbook, ctx, _names(args.tags), _names(args.skip_tags), listener=progress.task)
@@ -116,6 +117,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="the Spark job's state folder (default .mm2spec/spark/<spec name>)")
     p.add_argument("--connect-url", help="the Connect REST URL (default: the spec's connect.restUrl)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--stranded", choices=["keep", "rebuild"],
+                   help="failback: records on the source that never reached DR: keep them (before the failback "
+                        "point) or rebuild those topics from DR (destructive); default: refuse, with the counts")
 
 
 def add_parsers(commands) -> None:
@@ -123,13 +127,15 @@ def add_parsers(commands) -> None:
     sub = p.add_subparsers(dest="playbook_command", metavar="ACTION")
     sub.required = True
     r = sub.add_parser("run", help="run PLAYBOOK (a file, or a bundled name) against SPEC")
-    r.add_argument("playbook", help="a playbook file, or a bundled one: verify, failover")
+    r.add_argument("playbook", help="a playbook file, or a bundled one: verify, failover, failback")
     _common(r)
     r.set_defaults(func=cmd_run)
     m = sub.add_parser("modules", help="list the modules a playbook can call and the when: variables")
     m.set_defaults(func=cmd_modules)
     for name, text in (("verify", "is DR healthy? (the bundled verify playbook; exit 1 when not)"),
-                       ("failover", "move consumers to DR (the bundled failover playbook)")):
+                       ("failover", "move consumers to DR (the bundled failover playbook)"),
+                       ("failback", "copy DR's new records back and move consumers to the source (the bundled "
+                                    "failback playbook)")):
         c = commands.add_parser(name, help=text)
         _common(c)
         c.set_defaults(func=lambda args, name=name: run_playbook(args, name))

@@ -73,6 +73,11 @@ class ConnectClient:
         """``PUT /connectors/{name}/resume``: a stopped or paused connector runs again."""
         self._call("PUT", f"/connectors/{urllib.parse.quote(name, safe='')}/resume")
 
+    def alter_offsets(self, name: str, offsets: list[dict]) -> None:
+        """``PATCH /connectors/{name}/offsets`` (KIP-875; the connector must be STOPPED): each entry
+        ``{"partition": {...}, "offset": {...}}``, a null offset resets that partition."""
+        self._call("PATCH", f"/connectors/{urllib.parse.quote(name, safe='')}/offsets", {"offsets": offsets})
+
     def validate(self, plugin: str, config: dict[str, str]) -> dict:
         """``PUT /connector-plugins/{plugin}/config/validate``: MM2's own checks of a config."""
         return self._call("PUT", f"/connector-plugins/{urllib.parse.quote(plugin, safe='')}/config/validate", config)

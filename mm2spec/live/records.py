@@ -202,3 +202,20 @@ class GroupOffsets:
         failed = [f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in result.topic_partitions or () if tp.error]
         if failed:
             raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": commit offsets of group {group}: ' + "; ".join(failed))
+
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """Forget a group's committed offsets on these partitions (DeleteConsumerGroupOffsets; the
+        broker refuses while the group consumes them). Partitions never committed are fine."""
+        wanted = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
+        if not wanted or group not in self.groups():
+            return
+
+        def call():
+            request = [ConsumerGroupTopicPartitions(group, wanted)]
+            return self._result(self._client.delete_consumer_group_offsets(request, request_timeout=self.timeout)[group],
+                                f"delete offsets of group {group}")
+        result = retrying(call, f"delete offsets of group {group}", self.cluster)
+        failed = [f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in result.topic_partitions or ()
+                  if tp.error and tp.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART]
+        if failed:
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": delete offsets of group {group}: ' + "; ".join(failed))

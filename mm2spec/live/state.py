@@ -61,7 +61,8 @@ class FailoverState:
     """A flow's failover, as recorded on its target (DR) cluster.
 
     ``phase`` is ``switching`` from the moment the failover stops the flow's mirror until the
-    groups are committed on DR, then ``failed-over``. While a record exists the flow's forward
+    groups are committed on DR, then ``failed-over``; ``failing-back`` from the moment a failback
+    starts copying DR's records back until it clears the record. While a record exists the flow's forward
     mirror must stay stopped: ``plan`` and ``pulumi up`` read it (failback clears it).
     """
 
@@ -78,17 +79,30 @@ class FailoverState:
     """(source topic, partition, source end, DR topic, DR end) per mirrored partition at the switch."""
     spec: str = ""
     """``metadata.name`` of the spec whose flow this is: flows of different specs may share a name."""
+    failback: tuple = ()
+    """Phase ``failing-back``: (DR topic, partition, DR start, source topic, source start) per
+    partition: the reverse copy writes DR's records from ``DR start`` to the source from ``source
+    start`` on, one for one, so a re-run knows where it stands from the source's end alone."""
+    stranded: str = ""
+    """Phase ``failing-back``: what was done with records stranded on the source (``keep``,
+    ``rebuild``, or empty when there were none)."""
 
     def to_json(self) -> dict:
         return {"formatVersion": FAILOVER_STATE_FORMAT, "spec": self.spec, "flow": self.flow, "phase": self.phase, "mode": self.mode,
                 "source": self.source, "target": self.target, "startedAt": self.started_at,
                 "completedAt": self.completed_at,
                 "positions": [{"topic": t, "partition": p, "sourceEnd": s, "drTopic": dt, "drEnd": d}
-                              for t, p, s, dt, d in self.positions]}
+                              for t, p, s, dt, d in self.positions],
+                "failback": [{"drTopic": dt, "partition": p, "drStart": d, "topic": t, "sourceStart": s}
+                             for dt, p, d, t, s in self.failback],
+                "stranded": self.stranded}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "FailoverState":
         return cls(flow=data["flow"], phase=data["phase"], mode=data.get("mode", "planned"), source=data["source"],
                    target=data["target"], started_at=int(data["startedAt"]), completed_at=data.get("completedAt"),
                    positions=tuple((p["topic"], int(p["partition"]), int(p["sourceEnd"]), p["drTopic"], int(p["drEnd"]))
-                                   for p in data.get("positions", ())), spec=data.get("spec", ""))
+                                   for p in data.get("positions", ())), spec=data.get("spec", ""),
+                   failback=tuple((p["drTopic"], int(p["partition"]), int(p["drStart"]), p["topic"], int(p["sourceStart"]))
+                                  for p in data.get("failback", ())),
+                   stranded=data.get("stranded", ""))

@@ -38,6 +38,8 @@ class Options:
     """The Spark job's state folder (default ``.mm2spec/spark/<spec name>``)."""
     connect_url: str | None = None
     """Overrides the spec's ``connect.restUrl``."""
+    stranded: str | None = None
+    """Failback: what to do with records stranded on the source (``keep``, ``rebuild``; None refuses)."""
 
 
 def parse_limit(values: list[str] | None) -> tuple[tuple[str, ...], str | None]:
@@ -143,6 +145,7 @@ class Context:
             "failed_over": bool(self.flows) and all(states.get(f.name) is not None and states[f.name].phase == "failed-over"
                                                     for f in self.flows),
             "resuming": any(f.name in states for f in self.flows),
+            "failing_back": any(s.phase == "failing-back" for s in states.values()),
             "engine": self.state.engine,
             "fence": failover.fence and bool(failover.clients),
             "clients": bool(failover.clients),

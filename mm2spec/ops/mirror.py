@@ -32,7 +32,7 @@ def connector_names(ctx: Context, flow: MirrorFlow) -> list[str]:
     return names
 
 
-def _connect(ctx: Context) -> ConnectClient:
+def connect_client(ctx: Context) -> ConnectClient:
     if not ctx.connect_url:
         raise OperationRefused("engine connect: connect.restUrl is not set in the spec; pass --connect-url URL")
     return ConnectClient(ctx.connect_url)
@@ -41,7 +41,7 @@ def _connect(ctx: Context) -> ConnectClient:
 def connector_states(ctx: Context, flow: MirrorFlow) -> dict[str, str]:
     """Per connector of the flow: RUNNING, PAUSED, STOPPED, FAILED, or ABSENT; a task that is not
     RUNNING shows as ``<state> (task N <state>)``."""
-    client, found = _connect(ctx), {}
+    client, found = connect_client(ctx), {}
     for name in connector_names(ctx, flow):
         status = client.connector_status(name)
         if status is None:
@@ -87,7 +87,7 @@ def stop(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
             deployment.stop(ctx.spark_state_dir)
         return [Outcome("changed", SPARK, f"{'would stop' if ctx.options.check else 'stopped'} the Spark job "
                         f"({', '.join(f.name for f in ctx.flows)})", (("Spark job", "running", "stopped"),))]
-    client = _connect(ctx)
+    client = connect_client(ctx)
     for flow in ctx.flows:
         states = connector_states(ctx, flow)
         to_stop = [n for n, s in states.items() if s not in ("STOPPED", "ABSENT")]
@@ -98,14 +98,14 @@ def stop(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
         if not ctx.options.check:
             for name in to_stop:
                 client.stop_connector(name)
-            _wait(ctx, lambda: all(s in ("STOPPED", "ABSENT") for s in connector_states(ctx, flow).values()), timeout,
+            wait_until(ctx, lambda: all(s in ("STOPPED", "ABSENT") for s in connector_states(ctx, flow).values()), timeout,
                   lambda: f"waiting for {', '.join(to_stop)} to stop", f"{flow.name}: connectors did not stop")
         outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {'would stop' if ctx.options.check else 'stopped'} "
                                 f"{', '.join(to_stop)}", diff, flow=flow.name))
     return outcomes
 
 
-def _wait(ctx: Context, done, timeout: float, describe, failure: str) -> None:
+def wait_until(ctx: Context, done, timeout: float, describe, failure: str) -> None:
     deadline = time.monotonic() + timeout
     start = time.monotonic()
     while not done():
@@ -155,7 +155,7 @@ def wait_caught_up(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
         def caught_up() -> bool:
             state["lagging"] = behind(ctx, flow, state["lagging"])
             return not state["lagging"]
-        _wait(ctx, caught_up, timeout, lambda: f"{flow.name}: {len(state['lagging'])} of {len(parts)} partitions behind",
+        wait_until(ctx, caught_up, timeout, lambda: f"{flow.name}: {len(state['lagging'])} of {len(parts)} partitions behind",
               f"{flow.name}: the mirror did not catch up ({len(state['lagging'])} partitions behind)")
         outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len(parts)} partitions caught up after "
                                 f"{time.monotonic() - start:.1f}s", flow=flow.name))

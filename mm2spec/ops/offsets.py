@@ -38,7 +38,7 @@ PREFETCH_GAP = 2000
 LOOKAHEAD = 16
 
 
-class _Windows:
+class Windows:
     """Cached reads of one cluster's partitions, so many groups on one partition read it once."""
 
     def __init__(self, reader: RecordReader):
@@ -60,8 +60,8 @@ class _Windows:
         return window.between(start, end)
 
 
-def _exact(group: str, part: MirroredPartition, committed: int, syncs: list[tuple[int, int]],
-           source: _Windows, dr: _Windows) -> Translation:
+def exact_translation(group: str, part: MirroredPartition, committed: int, syncs: list[tuple[int, int]],
+           source: Windows, dr: Windows) -> Translation:
     src_low, src_high = source.bounds(part.topic, part.partition)
     dr_low, dr_high = dr.bounds(part.target_topic, part.partition)
     anchor = nearest_sync(syncs, committed)
@@ -110,19 +110,19 @@ def _planned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
     selected = groups(ctx, flow)
     states = ctx.client(GroupOffsets, flow.source).describe(selected)
     syncs = offset_syncs(ctx, flow)
-    source = _Windows(ctx.client(RecordReader, flow.source))
-    dr = _Windows(ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once))
+    source = Windows(ctx.client(RecordReader, flow.source))
+    dr = Windows(ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once))
     wanted = [(group, parts[tp], committed) for group in selected
               for tp, committed in sorted(states[group].offsets.items()) if tp in parts]
     _prefetch(wanted, syncs, source, dr)
     found = []
     for index, (group, part, committed) in enumerate(wanted):
         ctx.progress(f"{flow.name}: translating {index + 1}/{len(wanted)}: {group} {part.topic}-{part.partition}")
-        found.append(_exact(group, part, committed, syncs.get((part.topic, part.partition), []), source, dr))
+        found.append(exact_translation(group, part, committed, syncs.get((part.topic, part.partition), []), source, dr))
     return found
 
 
-def _prefetch(wanted: list, syncs: Mapping, source: _Windows, dr: _Windows) -> None:
+def _prefetch(wanted: list, syncs: Mapping, source: Windows, dr: Windows) -> None:
     """Read each partition's windows for all groups at once, merged (``PREFETCH_GAP``): many groups
     on one partition cost a few range reads instead of a few reads each."""
     by_partition: dict[MirroredPartition, list[tuple[int, int, int, int]]] = {}
@@ -212,33 +212,41 @@ def commit(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Commit the translated offsets on DR: only groups with no active members there (refused
     otherwise, before anything is written, unless --skip-active), never backwards unless
     --allow-rewind; partitions already at their translated offset are left alone."""
-    by_flow: dict[str, list[Translation]] = ctx.facts.get(BY_FLOW, {})
+    return commit_translations(ctx, ctx.flows, ctx.facts.get(BY_FLOW, {}))
+
+
+def commit_translations(ctx: Context, flows: list[MirrorFlow], by_flow: Mapping[str, list[Translation]],
+                        to_source: bool = False) -> list[Outcome]:
+    """Commit each translation's offset on its flow's target (or, failing back, its source), at
+    the translation's ``target_topic``."""
     outcomes = []
-    for flow in ctx.flows:
+    for flow in flows:
+        cluster = flow.source if to_source else flow.target
         wanted: dict[str, dict[tuple[str, int], int]] = {}
         for t in by_flow.get(flow.name, []):
             if t.dr_offset is not None:
                 wanted.setdefault(t.group, {})[(t.target_topic, t.partition)] = t.dr_offset
         if not wanted:
-            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: no group to commit", flow=flow.name))
+            outcomes.append(Outcome("ok", cluster, f"{flow.name}: no group to commit", flow=flow.name))
             continue
-        client = ctx.client(GroupOffsets, flow.target)
+        client = ctx.client(GroupOffsets, cluster)
         current = client.describe(wanted)
         active = {g: s.members for g, s in current.items() if s.members}
         if active and not ctx.options.skip_active:
             names = "; ".join(f"{g}: {', '.join(m)}" for g, m in sorted(active.items()))
-            raise OperationRefused(f"{flow.name}: groups with active members on {flow.target} ({names}): "
+            raise OperationRefused(f"{flow.name}: groups with active members on {cluster} ({names}): "
                                    "stop those consumers, or pass --skip-active to leave these groups alone; "
                                    "nothing was committed")
         for group, offsets in sorted(wanted.items()):
-            outcomes.append(_commit_group(ctx, flow, client, group, offsets, current[group].offsets, group in active))
+            outcomes.append(_commit_group(ctx, flow, cluster, client, group, offsets, current[group].offsets,
+                                          group in active))
     return outcomes
 
 
-def _commit_group(ctx: Context, flow: MirrorFlow, client: GroupOffsets, group: str,
+def _commit_group(ctx: Context, flow: MirrorFlow, cluster: str, client: GroupOffsets, group: str,
                   offsets: dict[tuple[str, int], int], current: Mapping[tuple[str, int], int], active: bool) -> Outcome:
     if active:
-        return Outcome("skipped", flow.target, f"{group}: active on {flow.target}, left alone (--skip-active)", flow=flow.name)
+        return Outcome("skipped", cluster, f"{group}: active on {cluster}, left alone (--skip-active)", flow=flow.name)
     changes, kept = {}, []
     for tp, offset in sorted(offsets.items()):
         before = current.get(tp)
@@ -252,11 +260,11 @@ def _commit_group(ctx: Context, flow: MirrorFlow, client: GroupOffsets, group: s
                  for (t, p), o in sorted(changes.items()))
     note = ("; " + "; ".join(kept)) if kept else ""
     if not changes:
-        return Outcome("ok", flow.target, f"{group}: already at the translated offsets{note}", flow=flow.name)
+        return Outcome("ok", cluster, f"{group}: already at the translated offsets{note}", flow=flow.name)
     if not ctx.options.check:
         client.commit(group, changes)
     verb = "would commit" if ctx.options.check else "committed"
-    return Outcome("changed", flow.target, f"{group}: {verb} {len(changes)} partitions{note}", diff, flow=flow.name)
+    return Outcome("changed", cluster, f"{group}: {verb} {len(changes)} partitions{note}", diff, flow=flow.name)
 
 
 MODULES = [

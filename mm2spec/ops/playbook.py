@@ -40,6 +40,7 @@ VARIABLES = {
     "source_unreachable": "--source-unreachable was given",
     "failed_over": "every selected flow is recorded as failed over on DR",
     "resuming": "a failover of a selected flow was started before (its state is on DR)",
+    "failing_back": "a failback of a selected flow was started before (phase failing-back on DR)",
     "engine": "the spec's engine: 'spark' or 'connect'",
     "fence": "the spec's failover.fence (and client principals are listed)",
     "clients": "the spec lists client principals under failover.clients",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from mm2spec.errors import OperationRefused
 from mm2spec.live.dr_state import STATE_TOPIC, write_state
 from mm2spec.live.records import RecordReader
 from mm2spec.live.state import FailoverState
@@ -38,6 +39,9 @@ def record(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     outcomes = []
     for flow in ctx.flows:
         existing = states.get(flow.name)
+        if existing is not None and existing.phase == "failing-back":
+            raise OperationRefused(f"{flow.name}: a failback is in progress (phase failing-back on {flow.target}): "
+                                   "finish it with mm2spec failback before failing over again")
         if existing is not None and (existing.phase == phase or phase == "switching"):
             outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {existing.phase} since {existing.started_at} "
                                     f"(recorded in {STATE_TOPIC})", flow=flow.name))

@@ -50,6 +50,12 @@ SOURCE_CONSUMER_KEYS = ("isolation.level", "fetch.min.bytes", "fetch.max.bytes",
 SOURCE_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": "4194304"}
 
 
+#: Written by ``mm2spec failback`` beside a flow's checkpoint folder: ``{topic: {partition: offset}}``.
+START_OFFSETS_SUFFIX = ".start-offsets.json"
+#: Spark's startingOffsets value for "the partition's beginning".
+EARLIEST = -2
+
+
 def _local_path(location: str) -> Path | None:
     parsed = urlparse(location)
     if parsed.scheme in ("", "file"):
@@ -163,7 +169,7 @@ class FlowPipeline:
     def source_frame(self) -> DataFrame:
         reader = (self.spark.readStream.format("kafka")
                   .option("subscribePattern", topic_pattern(self.flow))
-                  .option("startingOffsets", "earliest")
+                  .option("startingOffsets", self.starting_offsets())
                   .option("includeHeaders", "true")
                   # MM2 carries on past records deleted by retention before they were mirrored.
                   .option("failOnDataLoss", "false"))
@@ -176,6 +182,22 @@ class FlowPipeline:
         if self.job.spark.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(self.job.spark.max_offsets_per_trigger))
         return reader.load()
+
+    def starting_offsets(self) -> str:
+        """Where a new query starts: the source's beginning (MM2's rule for a new flow), unless a
+        failback left ``<checkpoint>.start-offsets.json`` beside a flow without a checkpoint (the
+        forward mirror restarts at the source's end then, so nothing copied back is mirrored again).
+        Spark wants every partition the subscription matches named: any other starts at the beginning."""
+        local = _local_path(self.checkpoint)
+        start_file = local.with_name(f"{local.name}{START_OFFSETS_SUFFIX}") if local is not None else None
+        if start_file is None or (local / "offsets").exists() or not start_file.exists():
+            return "earliest"
+        given = json.loads(start_file.read_text())
+        counts = kafka.partition_counts(self.source_admin)
+        start = {topic: {str(p): int(given.get(topic, {}).get(str(p), EARLIEST)) for p in range(n)}
+                 for topic, n in counts.items() if self.topics(topic)}
+        log.info("flow=%s starts at the positions a failback left in %s", self.flow.name, start_file)
+        return json.dumps(start)
 
     def start(self) -> None:
         self.query = (self.source_frame().writeStream

@@ -91,7 +91,7 @@ def test_every_problem_of_a_playbook_is_reported_with_its_place(tmp_path, capsys
 
 def test_an_unknown_playbook_name_lists_the_bundled_ones(capsys):
     assert main(["playbook", "run", "fallover", str(EXAMPLE), "--env", "dev"]) == 1
-    assert "bundled: failover, verify" in capsys.readouterr().err
+    assert "bundled: failback, failover, verify" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text,variables,expected", [

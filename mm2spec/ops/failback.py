@@ -1,0 +1,534 @@
+"""Modules ``failback.*``: bring the clients of failed-over flows back to the source cluster.
+
+Incremental: only what DR received after the switch is copied back (``reverse``), from each
+partition's DR end at the switch to the source's end then; groups are translated DR -> source
+exactly (the same walk by content as the failover), committed on the source, and the forward
+mirror restarts from the source's end, so nothing that came back is mirrored again (identity
+naming has no loop guard: the restart position is the guard).
+
+Records stranded on the source (written there, never mirrored: an unplanned failover, or a
+writer that was not fenced) are counted per partition before anything is written. The default is
+to refuse; ``--stranded=keep`` leaves them where they are, before the failback point (groups are
+translated past them); ``--stranded=rebuild`` deletes such a topic on the source and copies DR's
+whole log into it (destructive: check mode says what it would delete).
+
+Every step reads where it stands from the clusters and the DR-state record (phase
+``failing-back``, with each partition's copy start), so an interrupted failback is finished by
+running it again, and a finished one (no record left) changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from mm2spec.errors import MirrorError, OperationRefused
+from mm2spec.live.dr_state import STATE_TOPIC, clear_state, write_state
+from mm2spec.live.records import GroupOffsets, RecordReader
+from mm2spec.live.state import FailoverState
+from mm2spec.live.writer import RecordWriter
+from mm2spec.mm2 import spark_eos
+from mm2spec.mm2.records import OffsetSync
+from mm2spec.ops import mirror, reverse
+from mm2spec.ops.context import DEFAULT_WAIT_S, Context
+from mm2spec.ops.module import TIMEOUT_ARG, Module, arguments
+from mm2spec.ops.offsets import Windows, commit_translations, exact_translation
+from mm2spec.ops.report import Outcome
+from mm2spec.ops.reverse import BackPartition
+from mm2spec.ops.topology import MirroredPartition, offset_syncs, partitions
+from mm2spec.ops.translate import Anchor, Translation, align
+from mm2spec.plan.desired import mirrored_groups
+from mm2spec.runtime import deployment
+from mm2spec.spec.model import MirrorFlow
+
+STRANDED = "stranded"
+"""Fact: per flow, {(source topic, partition): records stranded on the source}."""
+REBUILD = "rebuild"
+"""Fact: per flow, the source topics to rebuild from DR."""
+COPIED = "copied back"
+"""Fact: per flow, the reverse copy's results (``reverse.Copied``)."""
+BACK = "translations back"
+"""Fact: per flow, each group's DR offsets translated to the source."""
+CHOICES = ("keep", "rebuild")
+# A copy pass that leaves fewer records than this behind DR's end counts as caught up: the clients
+# still write to DR until they are fenced, so "zero behind" may never be seen before that.
+CAUGHT_UP_RECORDS = 1000
+# Passes before the fence: each copies what arrived during the previous one.
+MAX_PASSES = 10
+# The forward Spark job is started and this long is allowed for its queries to run.
+START_TIMEOUT_S = 300.0
+
+
+# ------------------------------------------------------------------------------------ state
+def pending(ctx: Context) -> list[tuple[MirrorFlow, FailoverState]]:
+    """The selected flows with a recorded failover (the ones a failback has work for)."""
+    states = ctx.failover_states()
+    return [(f, states[f.name]) for f in ctx.flows if f.name in states]
+
+
+def _nothing(ctx: Context) -> list[Outcome]:
+    return [Outcome("ok", f.target, f"{f.name}: no failover recorded: nothing to fail back", flow=f.name)
+            for f in ctx.flows]
+
+
+def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """A completed failover is recorded, the source answers, and each topic of the switch is there."""
+    work = pending(ctx)
+    if not work:
+        return _nothing(ctx)
+    outcomes = []
+    for flow, state in work:
+        if state.phase == "switching":
+            raise OperationRefused(f"{flow.name}: the failover stopped half-way (phase switching, since "
+                                   f"{state.started_at}): finish it first (mm2spec failover), then fail back")
+        ctx.admin(flow.source).ping()
+        live = ctx.admin(flow.source).topics(sorted({p[0] for p in state.positions}), with_configs=False)
+        gone = sorted({p[0] for p in state.positions if p[0] not in live})
+        note = f"; gone from {flow.source}: {', '.join(gone[:10])}" if gone else ""
+        outcomes.append(Outcome("ok", flow.source, f"{flow.name}: {state.phase} since {state.started_at} "
+                                f"({state.mode}); {len(state.positions)} partitions at the switch{note}",
+                                flow=flow.name))
+    return outcomes
+
+
+def _mirrored_end(ctx: Context, flow: MirrorFlow, topic: str, partition: int, dr_topic: str, dr_end: int,
+                  source_end: int, syncs: list[tuple[int, int]]) -> int:
+    """Unplanned failover: one past the last source record that reached DR before the switch,
+    found by walking both logs from the last offset sync below DR's end, by content."""
+    source = ctx.client(RecordReader, flow.source)
+    dr = ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once)
+    below = [s for s in syncs if s[1] < dr_end]
+    low = source.watermarks(topic, partition)[0]
+    anchor = Anchor(*below[-1]) if below and below[-1][0] >= low else Anchor(low, dr.watermarks(dr_topic, partition)[0], False)
+    copies = dr.read(dr_topic, partition, anchor.downstream, dr_end)
+    if not copies:
+        return anchor.upstream
+    result = align(source.read(topic, partition, anchor.upstream, source_end), copies, source_end, anchor)
+    if result.mismatch is not None or result.last_copied is None:
+        raise OperationRefused(f"{flow.name}: {dr_topic}-{partition}: DR's records before the switch are not copies "
+                               f"of {topic}-{partition}'s records: cannot tell what is stranded there; "
+                               "--stranded=rebuild copies the whole topic back from DR")
+    return result.last_copied + 1
+
+
+def _count_stranded(ctx: Context, flow: MirrorFlow, state: FailoverState) -> tuple[dict, set[str]]:
+    """Records stranded per source partition, and topics that are gone or went backwards."""
+    source = ctx.client(RecordReader, flow.source)
+    live = ctx.admin(flow.source).topics(sorted({p[0] for p in state.positions}), with_configs=False)
+    syncs = offset_syncs(ctx, flow) if state.mode == "unplanned" else {}
+    stranded, broken = {}, set()
+    for topic, partition, source_end_then, dr_topic, dr_end in state.positions:
+        if topic not in live or live[topic].partitions <= partition:
+            broken.add(topic)
+            continue
+        end = source.watermarks(topic, partition)[1]
+        if source_end_then < 0:
+            source_end_then = _mirrored_end(ctx, flow, topic, partition, dr_topic, dr_end, end,
+                                            syncs.get((topic, partition), []))
+        if end < source_end_then:
+            broken.add(topic)
+        elif end > source_end_then:
+            stranded[(topic, partition)] = end - source_end_then
+    return stranded, broken
+
+
+def stranded(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Count the records stranded on the source; refuse unless ``--stranded`` says what to do."""
+    work = pending(ctx)
+    if not work:
+        return _nothing(ctx)
+    outcomes, choice = [], ctx.options.stranded
+    for flow, state in work:
+        if state.phase == "failing-back":
+            outcomes.append(Outcome("ok", flow.source, f"{flow.name}: decided when the failback began: "
+                                    f"{state.stranded or 'nothing stranded'}", flow=flow.name))
+            continue
+        counts, broken = _count_stranded(ctx, flow, state)
+        total = sum(counts.values())
+        ctx.facts.setdefault(STRANDED, {})[flow.name] = counts
+        detail = ", ".join(f"{t}-{p}: {n}" for (t, p), n in sorted(counts.items())[:20])
+        if broken and choice != "rebuild":
+            raise OperationRefused(f"{flow.name}: {', '.join(sorted(broken))} on {flow.source} is gone or holds fewer "
+                                   "records than at the switch (deleted or recreated): --stranded=rebuild recreates "
+                                   "it from DR; nothing was changed")
+        if total and choice is None:
+            raise OperationRefused(
+                f"{flow.name}: {total} records on {flow.source} never reached DR ({detail}); nothing was changed. "
+                "Choose: --stranded=keep leaves them on the source, before the failback point (the groups are "
+                "translated past them; read them yourself if they matter), or --stranded=rebuild deletes those "
+                "topics on the source and copies DR's log into them (the stranded records are lost there)")
+        rebuild = (broken | {t for t, _ in counts}) if choice == "rebuild" else set()
+        ctx.facts.setdefault(REBUILD, {})[flow.name] = rebuild
+        outcomes.append(_stranded_outcome(ctx, flow, state, counts, rebuild, total, detail))
+    return outcomes
+
+
+def _stranded_outcome(ctx: Context, flow: MirrorFlow, state: FailoverState, counts: dict, rebuild: set[str],
+                      total: int, detail: str) -> Outcome:
+    if not total and not rebuild:
+        return Outcome("ok", flow.source, f"{flow.name}: no record stranded on {flow.source}", flow=flow.name)
+    if ctx.options.stranded == "keep":
+        return Outcome("ok", flow.source, f"{flow.name}: keeping {total} stranded records on {flow.source} before the "
+                       f"failback point ({detail})", flow=flow.name)
+    source = ctx.client(RecordReader, flow.source)
+    live = ctx.admin(flow.source).topics(sorted(rebuild), with_configs=False)
+    held = {t: sum(_held(source, t, p) for t2, p, *_rest in state.positions if t2 == t) if t in live else 0
+            for t in rebuild}
+    what = "; ".join(f"{t} ({held[t]} records there, {sum(n for (t2, _p), n in counts.items() if t2 == t)} of them "
+                     "stranded)" for t in sorted(rebuild))
+    verb = "would delete and rebuild from DR" if ctx.options.check else "will delete and rebuild from DR"
+    return Outcome("changed", flow.source, f"{flow.name}: {verb}: {what}",
+                   tuple((f"{t} on {flow.source}", "as is", "rebuilt from DR (DESTRUCTIVE)") for t in sorted(rebuild)),
+                   flow=flow.name)
+
+
+def _held(reader: RecordReader, topic: str, partition: int) -> int:
+    low, high = reader.watermarks(topic, partition)
+    return high - low
+
+
+# ------------------------------------------------------------------------------------ begin
+def _copy_plan(ctx: Context, flow: MirrorFlow, state: FailoverState) -> list[BackPartition]:
+    """Where each partition's copy starts: DR's end at the switch and the source's end now (or DR's
+    log start and 0 for a topic to rebuild); the recorded plan once the failback began."""
+    if state.phase == "failing-back":
+        return BackPartition.of(state)
+    rebuild = ctx.facts.get(REBUILD, {}).get(flow.name, set())
+    source = ctx.client(RecordReader, flow.source)
+    dr = ctx.client(RecordReader, flow.target)
+    parts = []
+    for topic, partition, _source_end, dr_topic, dr_end in state.positions:
+        if topic in rebuild:
+            parts.append(BackPartition(dr_topic, partition, dr.watermarks(dr_topic, partition)[0], topic, 0))
+        else:
+            parts.append(BackPartition(dr_topic, partition, dr_end, topic, source.watermarks(topic, partition)[1]))
+    return parts
+
+
+def begin(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Record ``failing-back`` with each partition's copy start: from here on a re-run resumes."""
+    work = pending(ctx)
+    if not work:
+        return _nothing(ctx)
+    outcomes = []
+    for flow, state in work:
+        if state.phase == "failing-back":
+            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: failing back since the recorded start "
+                                    f"({len(state.failback)} partitions)", flow=flow.name))
+            continue
+        plan = _copy_plan(ctx, flow, state)
+        decided = ctx.facts.get(STRANDED, {}).get(flow.name) or ctx.facts.get(REBUILD, {}).get(flow.name)
+        choice = (ctx.options.stranded or "") if decided else ""
+        new = FailoverState(state.flow, "failing-back", state.mode, state.source, state.target, state.started_at,
+                            state.completed_at, state.positions, state.spec,
+                            tuple((p.dr_topic, p.partition, p.dr_start, p.topic, p.source_start) for p in plan),
+                            choice)
+        if not ctx.options.check:
+            write_state(ctx.state.cluster(flow.target), new, ctx.secrets)
+        verb = "would record" if ctx.options.check else "recorded"
+        outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {verb} failing-back in {STATE_TOPIC}",
+                                ((f"{flow.name} state", state.phase, "failing-back"),), flow=flow.name))
+    ctx.failover_states(refresh=not ctx.options.check)
+    return outcomes
+
+
+def rebuild(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+    """Delete and recreate (empty) each source topic the failback rebuilds from DR, unless it is
+    already empty or already starts with DR's copy (a re-run)."""
+    outcomes = []
+    for flow, state in pending(ctx):
+        choice = state.stranded if state.phase == "failing-back" else ctx.options.stranded
+        plan = _copy_plan(ctx, flow, state) if choice == "rebuild" else []
+        by_topic: dict[str, list[BackPartition]] = {}
+        for part in plan:
+            if part.source_start == 0:
+                by_topic.setdefault(part.topic, []).append(part)
+        admin = ctx.admin(flow.source)
+        live = admin.topics(sorted(by_topic), with_configs=True) if by_topic else {}
+        todo = sorted(t for t, parts in by_topic.items() if t not in live or not _rebuilt(ctx, flow, parts))
+        if not todo:
+            outcomes.append(Outcome("ok", flow.source, f"{flow.name}: nothing to rebuild" if not by_topic else
+                                    f"{flow.name}: {', '.join(sorted(by_topic))} rebuilt already", flow=flow.name))
+            continue
+        if not ctx.options.check:
+            dr_live = ctx.admin(flow.target).topics([by_topic[t][0].dr_topic for t in todo], with_configs=True)
+            for topic in todo:
+                model = live.get(topic) or dr_live[by_topic[topic][0].dr_topic]
+                _recreate(ctx, admin, topic, model.partitions, dict(model.configs), topic in live,
+                          float(args.get("timeout", DEFAULT_WAIT_S)))
+        verb = "would delete and recreate" if ctx.options.check else "deleted and recreated"
+        outcomes.append(Outcome("changed", flow.source, f"{flow.name}: {verb} {', '.join(todo)} (empty, to be "
+                                "filled from DR)", tuple((t, "as is", "recreated empty") for t in todo), flow=flow.name))
+    return outcomes or _nothing(ctx)
+
+
+def _rebuilt(ctx: Context, flow: MirrorFlow, parts: list[BackPartition]) -> bool:
+    """Whether each partition is empty or starts with DR's record at the copy start."""
+    source = ctx.client(RecordReader, flow.source)
+    dr = ctx.client(RecordReader, flow.target, read_committed=True)
+    for part in parts:
+        if source.watermarks(part.topic, part.partition)[1] == 0:
+            continue
+        mine = source.read(part.topic, part.partition, 0, 1)
+        theirs = reverse.read_upto(dr, part.dr_topic, part.partition, part.dr_start, part.dr_start + reverse.GAP_SLACK)
+        if not (mine and theirs and mine[0].content() == theirs[0].content()):
+            return False
+    return True
+
+
+def _recreate(ctx: Context, admin, topic: str, partition_count: int, configs: dict, exists: bool,
+              timeout: float) -> None:
+    if exists:
+        admin.delete_topic(topic)
+        mirror.wait_until(ctx, lambda: not admin.topics([topic], with_configs=False), timeout,
+                          lambda: f"waiting for {topic} to be deleted", f"{topic} was not deleted")
+    admin.create_topic(topic, partition_count, -1, configs, exist_ok=False)
+
+
+# ------------------------------------------------------------------------------------- copy
+def copy(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+    """Copy DR's new records back; ``final`` (after the fence) copies up to DR's very end and
+    checks that it no longer moves."""
+    final = bool(args.get("final", False))
+    outcomes = []
+    for flow, state in pending(ctx):
+        parts = _copy_plan(ctx, flow, state)
+        start = time.monotonic()
+        passes, results = 0, []
+        while True:
+            passes += 1
+            results = reverse.copy_pass(ctx, flow, parts, dry_run=ctx.options.check)
+            behind = _behind(ctx, flow, results)
+            if ctx.options.check or (behind == 0 if final else behind < CAUGHT_UP_RECORDS) or passes >= MAX_PASSES:
+                break
+        ctx.facts.setdefault(COPIED, {})[flow.name] = results
+        outcomes.append(_copy_outcome(ctx, flow, results, behind, final, passes, time.monotonic() - start))
+    return outcomes or _nothing(ctx)
+
+
+def _behind(ctx: Context, flow: MirrorFlow, results: list[reverse.Copied]) -> int:
+    dr = ctx.client(RecordReader, flow.target, read_committed=True)
+    return sum(max(0, dr.watermarks(r.part.dr_topic, r.part.partition)[1] - r.dr_next) for r in results)
+
+
+def _copy_outcome(ctx: Context, flow: MirrorFlow, results: list, behind: int, final: bool, passes: int,
+                  seconds: float) -> Outcome:
+    now = sum(r.now for r in results)
+    total = sum(r.total for r in results)
+    if ctx.options.check:
+        return Outcome("changed" if now else "ok", flow.source,
+                       f"{flow.name}: would copy {now} records back to {flow.source} "
+                       f"({total - now if total > now else sum(r.before for r in results)} there already)", flow=flow.name)
+    if final and behind:
+        raise MirrorError(f"{flow.name}: DR still grows ({behind} records behind after {passes} passes): a client still "
+                          f"writes to {flow.target}; stop it (or list it in failover.clients with fence: true) "
+                          "and re-run; nothing is lost")
+    rate = f", {now / seconds:,.0f} records/s" if seconds > 0 and now else ""
+    return Outcome("changed" if now else "ok", flow.source,
+                   f"{flow.name}: copied {now} records back in {seconds:.1f}s{rate} ({total} since the switch; "
+                   f"{behind} behind DR's end)", flow=flow.name)
+
+
+# -------------------------------------------------------------------------------- translate
+def _dr_groups(ctx: Context, flow: MirrorFlow) -> list[str]:
+    names = ctx.client(GroupOffsets, flow.target).groups()
+    return [g for g in mirrored_groups(flow, names) if ctx.group_selected(g)]
+
+
+def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Each group's DR offsets translated to the source exactly (walk by content from the
+    nearest anchor: the forward syncs turned around before the switch, the copy's after it)."""
+    outcomes = []
+    for flow, state in pending(ctx):
+        parts = {(p.dr_topic, p.partition): p for p in _copy_plan(ctx, flow, state)}
+        rebuilt = {p.topic for p in parts.values() if p.source_start == 0 and state.stranded == "rebuild"}
+        selected = _dr_groups(ctx, flow)
+        described = ctx.client(GroupOffsets, flow.target).describe(selected)
+        forward = {} if all(p.topic in rebuilt for p in parts.values()) else offset_syncs(ctx, flow)
+        back = reverse.reverse_syncs(ctx, flow)
+        dr = Windows(ctx.client(RecordReader, flow.target, read_committed=True))
+        source = Windows(ctx.client(RecordReader, flow.source))
+        found = []
+        wanted = [(g, parts[tp], o) for g in selected for tp, o in sorted(described[g].offsets.items()) if tp in parts]
+        for index, (group, part, committed) in enumerate(wanted):
+            ctx.progress(f"{flow.name}: translating back {index + 1}/{len(wanted)}: {group} {part.dr_topic}-{part.partition}")
+            anchors = reverse.translation_anchors(part, forward.get((part.topic, part.partition), []),
+                                                  back.get((part.dr_topic, part.partition), []), part.topic in rebuilt)
+            found.append(exact_translation(group, MirroredPartition(part.dr_topic, part.partition, part.topic),
+                                           committed, anchors, dr, source))
+        ctx.facts.setdefault(BACK, {})[flow.name] = found
+        bad = [t for t in found if t.dr_offset is None]
+        if bad:
+            raise OperationRefused(f"{flow.name}: {len(bad)} group partitions cannot be translated back: "
+                                   + "; ".join(f"{t.group} {t.topic}-{t.partition}: {t.note}" for t in bad[:5]))
+        skipped = sum(max(0, t.skipped) for t in found)
+        reread = sum(max(0, t.reread) for t in found)
+        outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len({t.group for t in found})} groups, {len(found)} "
+                                f"partitions translated to {flow.source} (exact); {skipped} skipped, {reread} re-read",
+                                flow=flow.name))
+    return outcomes or _nothing(ctx)
+
+
+def commit(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Commit the translated offsets on the source (inactive groups only, never backwards)."""
+    by_flow = {f.name: ts for f, _s in pending(ctx) for ts in [ctx.facts.get(BACK, {}).get(f.name, [])]}
+    flows = [f for f, _s in pending(ctx)]
+    return commit_translations(ctx, flows, by_flow, to_source=True) if flows else _nothing(ctx)
+
+
+# ------------------------------------------------------------------------- forward restart
+def _forward_start(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], tuple[int, str, int]]:
+    """Per mirrored source partition: the source's end now, the DR topic and DR's end now."""
+    source = ctx.client(RecordReader, flow.source)
+    dr = ctx.client(RecordReader, flow.target, read_committed=True)
+    live_dr = ctx.admin(flow.target).topics(with_configs=False)
+    found = {}
+    for part in partitions(ctx, flow):
+        dr_end = dr.watermarks(part.target_topic, part.partition)[1] if part.target_topic in live_dr else 0
+        found[(part.topic, part.partition)] = (source.watermarks(part.topic, part.partition)[1], part.target_topic, dr_end)
+    return found
+
+
+def _write_forward_syncs(ctx: Context, flow: MirrorFlow, start: Mapping) -> None:
+    """An offset sync per partition at the restart point (source end -> DR end), so a failover
+    before the mirror's first record still translates from here, not from an older sync."""
+    ctx.admin(flow.offset_syncs_cluster).create_topic(flow.offset_syncs_topic, 1, -1, reverse.SYNCS_TOPIC_CONFIGS,
+                                                      exist_ok=True)
+    writer = ctx.client(RecordWriter, flow.offset_syncs_cluster)
+    for (topic, partition), (source_end, _dr_topic, dr_end) in sorted(start.items()):
+        sync = OffsetSync(topic, partition, source_end, dr_end)
+        writer.send_raw(flow.offset_syncs_topic, sync.record_key(), sync.record_value())
+    writer.flush()
+
+
+def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+    """Start the forward mirror again from the source's end now: what came back is not mirrored twice."""
+    work = pending(ctx)
+    if not work:
+        return _nothing(ctx)
+    flows = [f for f, _s in work]
+    up, seen = mirror.running(ctx, flows[0])
+    if ctx.state.engine == "spark" and up:
+        return [Outcome("ok", mirror.SPARK, f"forward mirror already running ({seen})")]
+    starts = {f.name: _forward_start(ctx, f) for f in flows}
+    verb = "would restart" if ctx.options.check else "restarted"
+    diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {s[0]}") for f in flows for (t, p), s in sorted(starts[f.name].items())[:20])
+    if ctx.options.check:
+        return [Outcome("changed", mirror.SPARK if ctx.state.engine == "spark" else f.target,
+                        f"{f.name}: {verb} the forward mirror from {flow_end(starts[f.name])}", diff, flow=f.name) for f in flows]
+    for flow in flows:
+        _write_forward_syncs(ctx, flow, starts[flow.name])
+    if ctx.state.engine == "spark":
+        return [_restart_spark(ctx, flows, starts, float(args.get("timeout", START_TIMEOUT_S)), diff)]
+    return [_restart_connect(ctx, flow, starts[flow.name]) for flow in flows]
+
+
+def flow_end(start: Mapping) -> str:
+    return f"the source's end ({sum(s[0] for s in start.values())} records over {len(start)} partitions)"
+
+
+def _restart_spark(ctx: Context, flows: list[MirrorFlow], starts: Mapping, timeout: float, diff: tuple) -> Outcome:
+    from mm2spec.render import spark_job_config
+
+    others = [f.name for f in ctx.state.mirrors if f not in flows and f.name in _all_states(ctx)]
+    job = spark_job_config(ctx.state)
+    checkpoints = _checkpoint_root(job)
+    for flow in flows:
+        _reset_spark_flow(ctx, flow, job, checkpoints, starts[flow.name])
+    if others:
+        return Outcome("changed", mirror.SPARK, f"reset {', '.join(f.name for f in flows)} to start from the source's "
+                       f"end; not started: {', '.join(others)} still failed over and the Spark job runs every flow "
+                       "(fail those back, or start it with mm2spec mirror)", diff)
+    started = deployment.start(job, state_dir=ctx.spark_state_dir, wait_running=timeout)
+    return Outcome("changed", mirror.SPARK, f"restarted the Spark job from the source's end (pid {started.pid})", diff)
+
+
+def _all_states(ctx: Context) -> set[str]:
+    from mm2spec.live.dr_state import read_states
+
+    found: set[str] = set()
+    for target in sorted({f.target for f in ctx.state.mirrors}):
+        found |= set(read_states(ctx.state.cluster(target), ctx.state.name, ctx.secrets))
+    return found
+
+
+def _checkpoint_root(job: Mapping) -> Path:
+    location = str((job.get("spark") or {}).get("checkpoint.location", ""))
+    if "://" in location and not location.startswith("file://"):
+        raise OperationRefused(f"the Spark checkpoint location {location} is not a local folder: move each failed-back "
+                               "flow's checkpoint folder aside yourself, then re-run")
+    return Path(location.removeprefix("file://")).resolve()
+
+
+def _reset_spark_flow(ctx: Context, flow: MirrorFlow, job: Mapping, root: Path, start: Mapping) -> None:
+    """Set the flow's query aside and leave it a start position: the job reads
+    ``<checkpoint>/<flow>.start-offsets.json`` when the flow has no checkpoint of its own."""
+    folder = root / flow.name
+    if folder.exists():
+        folder.rename(root / f"{flow.name}.before-failback-{int(ctx.clock())}")
+    offsets: dict[str, dict[str, int]] = {}
+    for (topic, partition), (source_end, _t, _d) in start.items():
+        offsets.setdefault(topic, {})[str(partition)] = source_end
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"{flow.name}.start-offsets.json"
+    target.with_suffix(".tmp").write_text(json.dumps(offsets, sort_keys=True))
+    target.with_suffix(".tmp").replace(target)
+    if flow.exactly_once:
+        group = spark_eos.progress_group(str(job.get("name") or "mirror"), flow.name)
+        ctx.client(GroupOffsets, flow.target).delete_offsets(group, [(d, p) for (_t, p), (_s, d, _e) in start.items()])
+
+
+def _restart_connect(ctx: Context, flow: MirrorFlow, start: Mapping) -> Outcome:
+    """MM2's source connector keeps, per partition, the last source offset it copied: set it to
+    one before the source's end, then resume the flow's connectors."""
+    client = mirror.connect_client(ctx)
+    source_name = flow.connector_name("Source")
+    offsets = [{"partition": {"cluster": flow.source, "topic": t, "partition": p},
+                "offset": {"offset": s - 1} if s > 0 else None} for (t, p), (s, _d, _e) in sorted(start.items())]
+    client.alter_offsets(source_name, offsets)
+    names = mirror.connector_names(ctx, flow)
+    for name in names:
+        client.resume_connector(name)
+    mirror.wait_until(ctx, lambda: all(s == "RUNNING" for s in mirror.connector_states(ctx, flow).values()),
+                      START_TIMEOUT_S, lambda: f"waiting for {', '.join(names)} to run", f"{flow.name}: connectors did not start")
+    return Outcome("changed", flow.target, f"{flow.name}: set {source_name} to the source's end and resumed "
+                   f"{', '.join(names)}", tuple((f"{t}-{p}", "stopped", f"from {s}") for (t, p), (s, _d, _e) in
+                                                sorted(start.items())[:20]), flow=flow.name)
+
+
+def clear(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Remove the flows' DR-state records: ``plan`` and ``pulumi up`` run the forward mirror again."""
+    work = pending(ctx)
+    if not work:
+        return _nothing(ctx)
+    outcomes = []
+    for flow, state in work:
+        if not ctx.options.check:
+            clear_state(ctx.state.cluster(flow.target), ctx.state.name, flow.name, ctx.secrets)
+        verb = "would clear" if ctx.options.check else "cleared"
+        outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {verb} the failover record in {STATE_TOPIC}",
+                                ((f"{flow.name} state", state.phase, "none"),), flow=flow.name))
+    ctx.failover_states(refresh=not ctx.options.check)
+    return outcomes
+
+
+FINAL_ARG = {"type": "boolean", "description": "copy to DR's very end and check it no longer grows (after the fence)"}
+
+MODULES = [
+    Module("failback.preflight", "Check that a completed failover is recorded and the source answers.", preflight),
+    Module("failback.stranded", "Count records stranded on the source; refuse unless --stranded says keep or rebuild.",
+           stranded),
+    Module("failback.begin", "Record failing-back with each partition's copy start (a re-run resumes from it).", begin),
+    Module("failback.rebuild", "Delete and recreate the source topics rebuilt from DR (--stranded=rebuild).", rebuild,
+           arguments(timeout=TIMEOUT_ARG)),
+    Module("failback.copy", "Copy DR's records written since the switch back to the source (the reverse flow).", copy,
+           arguments(final=FINAL_ARG)),
+    Module("failback.translate", "Translate every group's DR offsets to the source, exactly.", translate),
+    Module("failback.commit", "Commit the translated offsets on the source (inactive groups only, never backwards).",
+           commit, needs=("failback.translate",)),
+    Module("failback.restart_mirror", "Restart the forward mirror from the source's end (no record mirrored twice).",
+           restart_mirror, arguments(timeout=TIMEOUT_ARG)),
+    Module("failback.clear", "Clear the flows' failover records on DR.", clear),
+]

@@ -1,0 +1,188 @@
+"""The failback's reverse flow: DR's records written after the switch, copied back to the source.
+
+A bounded copy, not a standing mirror: it starts at each partition's DR end at the switch (or at
+DR's log start for a topic rebuilt from DR) and ends at DR's end once the clients are fenced, so
+it runs here, in the playbook, for either engine (no Spark job or connector to start, configure
+and tear down inside the RTO). It keeps what the forward mirror keeps: key, value, timestamp,
+headers and partition, in order, each record once (one idempotent producer).
+
+Where a re-run stands is read from the clusters alone. The copy is the only writer of the source
+partition from ``source start`` on (the clients are on DR, and fenced off the source when
+``failover.fence`` is set), so the source's end says how many records were copied; the last
+copied record is then found on DR from the nearest offset sync and checked by content before
+the copy goes on. Offset syncs are written in MM2's format to the reverse flow's topic
+(``mm2-offset-syncs.<source>.internal`` on DR, where MM2 would keep it for a DR -> source flow):
+one at each gap in DR's offsets (transaction markers, compaction) and every ``offset.lag.max``
+records, so a group's DR offset translates exactly with a short walk.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from mm2spec.errors import OperationRefused
+from mm2spec.live.records import RecordReader
+from mm2spec.live.state import FailoverState, Record
+from mm2spec.live.writer import RecordWriter
+from mm2spec.mm2 import policy
+from mm2spec.mm2.records import OffsetSync
+from mm2spec.ops.context import Context
+from mm2spec.spec.model import MirrorFlow
+
+# MM2 creates its offset-syncs topics compacted with one partition; the reverse flow's is the same.
+SYNCS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+# Progress is reported at most this often while a partition is copied.
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class BackPartition:
+    """One partition of the reverse copy: DR's records from ``dr_start`` go to the source from
+    ``source_start`` on, one for one."""
+
+    dr_topic: str
+    partition: int
+    dr_start: int
+    topic: str
+    source_start: int
+
+    @classmethod
+    def of(cls, state: FailoverState) -> list["BackPartition"]:
+        return [cls(*p) for p in state.failback]
+
+
+@dataclass
+class Copied:
+    """What one pass did for one partition."""
+
+    part: BackPartition
+    before: int
+    """Records already copied when the pass began."""
+    now: int = 0
+    """Records this pass copied."""
+    dr_next: int = 0
+    """DR offset the next pass starts from."""
+    dr_end: int = 0
+    """DR's end when the pass ended."""
+
+    @property
+    def total(self) -> int:
+        return self.before + self.now
+
+
+def syncs_topic(flow: MirrorFlow) -> str:
+    """The reverse flow's offset-syncs topic (MM2's name for a DR -> source flow, kept on DR)."""
+    return policy.offset_syncs_topic(flow.target, flow.source, "source", flow.separator)
+
+
+def reverse_syncs(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Every reverse offset sync (DR offset, source offset) per DR partition, in the order written."""
+    found: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    if not ctx.admin(flow.target).topics([syncs_topic(flow)], with_configs=False):
+        return found
+    for record in ctx.client(RecordReader, flow.target).read_topic(syncs_topic(flow)):
+        sync = OffsetSync.from_record(record.key, record.value)
+        found.setdefault((sync.topic, sync.partition), []).append((sync.upstream_offset, sync.downstream_offset))
+    return found
+
+
+def anchors(part: BackPartition, syncs: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Points where DR and the source agree inside this copy, sorted: the copy's start and every
+    sync written since (a sync from an earlier, abandoned copy of the partition is left out)."""
+    found = {(part.dr_start, part.source_start)}
+    found |= {(u, d) for u, d in syncs if u >= part.dr_start and d >= part.source_start}
+    return sorted(found)
+
+
+def _resume(part: BackPartition, copied: int, syncs: list[tuple[int, int]], dr: RecordReader,
+            source: RecordReader) -> int:
+    """The DR offset to copy next when ``copied`` records are on the source already: the last
+    copied record found on DR from the nearest anchor below it, checked by content."""
+    if copied == 0:
+        return part.dr_start
+    last = part.source_start + copied - 1
+    u, d = max(a for a in anchors(part, syncs) if a[1] <= last)
+    records = read_upto(dr, part.dr_topic, part.partition, u, u + (last - d) + 1 + GAP_SLACK)
+    index = last - d
+    mine = source.read(part.topic, part.partition, last, last + 1)
+    if index >= len(records) or not mine or records[index].content() != mine[0].content():
+        raise OperationRefused(f"{part.topic}-{part.partition}: the source's record at {last} is not the copy of "
+                               f"DR's record expected there: something else wrote to {part.topic} during the "
+                               "failback; stop that writer, then decide with --stranded=rebuild")
+    return records[index].offset + 1
+
+
+def read_upto(reader: RecordReader, topic: str, partition: int, start: int, end: int) -> list[Record]:
+    """Records from ``start`` to ``end`` or the partition's end, whichever comes first (a read past
+    the end would wait for records that do not exist)."""
+    return reader.read(topic, partition, start, min(end, reader.watermarks(topic, partition)[1]))
+
+
+# DR offsets a resume reads past the records it expects, for gaps (transaction markers) among them.
+GAP_SLACK = 64
+
+
+def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], *, dry_run: bool) -> list[Copied]:
+    """Copy every partition up to DR's end now; with ``dry_run`` only count what would be copied."""
+    dr = ctx.client(RecordReader, flow.target, read_committed=True)
+    source = ctx.client(RecordReader, flow.source)
+    syncs = reverse_syncs(ctx, flow)
+    results = []
+    writer = syncs_writer = None
+    lag_max = max(1, flow.offset_lag_max)
+    for part in parts:
+        source_end = source.watermarks(part.topic, part.partition)[1]
+        copied = source_end - part.source_start
+        if copied < 0:
+            raise OperationRefused(f"{part.topic}-{part.partition} ends at {source_end}, before where the failback "
+                                   f"started writing ({part.source_start}): the topic was truncated or recreated "
+                                   "during the failback; re-run with --stranded=rebuild")
+        start = _resume(part, copied, syncs.get((part.dr_topic, part.partition), []), dr, source)
+        dr_end = dr.watermarks(part.dr_topic, part.partition)[1]
+        result = Copied(part, copied, dr_next=start, dr_end=dr_end)
+        results.append(result)
+        if dry_run or start >= dr_end:
+            result.now = max(0, dr_end - start) if dry_run else 0
+            continue
+        if writer is None:
+            writer = ctx.client(RecordWriter, flow.source)
+            syncs_writer = ctx.client(RecordWriter, flow.target)
+            ctx.admin(flow.target).create_topic(syncs_topic(flow), 1, -1, SYNCS_TOPIC_CONFIGS, exist_ok=True)
+        _copy_partition(ctx, flow, result, dr.iterate(part.dr_topic, part.partition, start, dr_end), writer,
+                        syncs_writer, lag_max)
+        writer.flush()
+        syncs_writer.flush()
+    return results
+
+
+def _copy_partition(ctx: Context, flow: MirrorFlow, result: Copied, records: Iterable[Record], writer: RecordWriter,
+                    syncs_writer: RecordWriter, lag_max: int) -> None:
+    part = result.part
+    expected, since_sync, shown = None, 0, time.monotonic()
+    for record in records:
+        target_offset = part.source_start + result.total
+        if expected is None or record.offset != expected or since_sync >= lag_max:
+            sync = OffsetSync(part.dr_topic, part.partition, record.offset, target_offset)
+            syncs_writer.send_raw(syncs_topic(flow), sync.record_key(), sync.record_value())
+            since_sync = 0
+        writer.send(part.topic, part.partition, record)
+        result.now += 1
+        since_sync += 1
+        expected = record.offset + 1
+        result.dr_next = expected
+        if time.monotonic() - shown >= PROGRESS_EVERY_S:
+            shown = time.monotonic()
+            ctx.progress(f"{flow.name}: {part.dr_topic}-{part.partition}: {result.now} records copied back "
+                         f"(DR offset {record.offset} of {result.dr_end})")
+    result.dr_next = max(result.dr_next, result.dr_end)
+
+
+def translation_anchors(part: BackPartition, forward: list[tuple[int, int]], reverse: list[tuple[int, int]],
+                        rebuilt: bool) -> list[tuple[int, int]]:
+    """Every (DR offset, source offset) pair known to hold the same record, sorted: the forward
+    mirror's syncs turned around (before the switch; none for a rebuilt topic, whose offsets
+    changed) and the reverse copy's anchors (after it)."""
+    before = [] if rebuilt else [(d, u) for u, d in forward if d < part.dr_start and u < part.source_start]
+    return sorted(set(before) | set(anchors(part, reverse)))
