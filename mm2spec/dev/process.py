@@ -39,6 +39,10 @@ READY_POLL_S = 0.5
 #: look for the token there before returning; the exec normally shows within milliseconds.
 CMDLINE_WAIT_S = 5.0
 CMDLINE_POLL_S = 0.01
+#: How often ``run_to_completion`` looks at a running tool's CPU time (it returns as soon as the tool exits).
+TOOL_POLL_S = 0.5
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+"""/proc's unit of CPU time, per second."""
 
 
 @dataclass(frozen=True)
@@ -220,18 +224,40 @@ def stop_all(processes: list[JavaProcess], grace: float = STOP_ALL_GRACE_S) -> N
         stop(proc, grace)
 
 
-def run_to_completion(command: list[str], *, log: Path, timeout: float, what: str) -> None:
-    """Run a short Java tool (StorageTool), its output appended to ``log``; DevError if it fails."""
+def run_to_completion(command: list[str], *, log: Path, cpu_limit: float, wall_limit: float, what: str) -> None:
+    """Run a short Java tool (StorageTool), its output appended to ``log``; DevError (with what the
+    tool printed) if it fails, spends over ``cpu_limit`` CPU seconds (a runaway, however loaded the
+    machine) or runs ``wall_limit`` seconds (blocked for good)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        try:
-            result = subprocess.run(
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout
-            )
-        except subprocess.TimeoutExpired:
-            raise DevError(f"{what} did not finish within {timeout:.0f}s; see {log}") from None
-    if result.returncode != 0:
-        raise DevError(f"{what} failed (exit {result.returncode}); last lines of {log}:\n{tail(log)}")
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + wall_limit
+    try:
+        while True:
+            try:
+                returncode = child.wait(timeout=TOOL_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                spent = cpu_seconds(child.pid)
+                if spent > cpu_limit or time.monotonic() > deadline:
+                    raise DevError(f"{what} did not finish ({spent:.1f}s of CPU of {cpu_limit:g}s allowed, "
+                                   f"{wall_limit:g}s of wall time at most); last lines of {log}:\n{tail(log)}") \
+                        from None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if returncode != 0:
+        raise DevError(f"{what} failed (exit {returncode}); last lines of {log}:\n{tail(log)}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, every thread) ``pid`` has spent; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -1,0 +1,48 @@
+"""``run_to_completion``, the wait of the dev brokers' storage format: judged by the CPU the tool
+spends, so a loaded machine (which only stretches wall time) cannot fail it, while a runaway or a
+blocked tool still ends with what it printed. Small local processes, no network."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mm2spec.dev.process import run_to_completion
+from mm2spec.errors import DevError
+
+#: Far above anything these tiny tools need: only the limit under test may end them.
+GENEROUS_S = 600.0
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_a_tool_that_takes_long_but_spends_little_cpu_finishes(tmp_path: Path) -> None:
+    # Like StorageTool at a load of tens: a long wall time, a few CPU seconds. A wall limit failed it.
+    run_to_completion(python("import time; time.sleep(2); print('Formatting done')"), log=tmp_path / "log",
+                      cpu_limit=1.0, wall_limit=GENEROUS_S, what="formatting")
+    assert "Formatting done" in (tmp_path / "log").read_text()
+
+
+def test_a_runaway_tool_is_stopped_by_its_cpu_and_reports_what_it_printed(tmp_path: Path) -> None:
+    with pytest.raises(DevError) as raised:
+        run_to_completion(python("print('loading classes', flush=True)\nwhile True: pass"), log=tmp_path / "log",
+                          cpu_limit=0.5, wall_limit=GENEROUS_S, what="formatting cluster 'primary'")
+    message = str(raised.value)
+    assert "formatting cluster 'primary' did not finish" in message and "of 0.5s allowed" in message
+    assert message.endswith("loading classes")
+
+
+def test_a_blocked_tool_is_stopped_by_the_wall_limit(tmp_path: Path) -> None:
+    with pytest.raises(DevError, match=r"did not finish \(0\.\ds of CPU[^)]*\); last lines of .*\n.*waiting for a lock"):
+        run_to_completion(python("import time; print('waiting for a lock', flush=True); time.sleep(600)"),
+                          log=tmp_path / "log", cpu_limit=GENEROUS_S, wall_limit=1.0, what="formatting")
+
+
+def test_a_failing_tool_reports_its_exit_code_and_output(tmp_path: Path) -> None:
+    with pytest.raises(DevError, match=r"formatting failed \(exit 3\); last lines of .*\n.*already formatted"):
+        run_to_completion(python("import sys; print('Log directory is already formatted'); sys.exit(3)"),
+                          log=tmp_path / "log", cpu_limit=GENEROUS_S, wall_limit=GENEROUS_S, what="formatting")
