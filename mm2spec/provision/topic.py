@@ -4,7 +4,7 @@ Inputs: ``cluster`` and ``connection`` (see ``connection``), ``password`` (secre
 ``partitions``, ``configs`` (only what the topic sets), and ``options``: ``replicationFactor``
 (-1: the broker default), ``allowReplacement`` (the mirror's ``allowTopicReplacement``) and, for
 the reader of a preview, ``kind`` (internal / mirror), ``purpose`` and ``sourceTopic``. Outputs
-add ``adopted``: the topic existed before the stack created it.
+add ``adopted``: the topic held records before the stack took it over (see below).
 
 Replaced: when the cluster alias or the name changes; when the partition count decreases and
 ``allowReplacement`` is set (delete first: the new topic has the same name). Refused: a partition
@@ -14,7 +14,16 @@ changed, DELETE what the spec no longer sets).
 
 Diff compares the new inputs with the recorded outputs through ``mm2spec.plan.diff.diff_topic`` (no
 network: drift is ``mm2spec plan``'s job); create and update read the live topic and apply the
-same diff to it. An adopted topic is not deleted by ``destroy``: its data was not the stack's.
+same diff to it.
+
+What ``destroy`` deletes: a topic the stack created, and a topic it found already there but empty
+(no partition had ever been written to: every end offset 0). Such a topic is what a ``pulumi up``
+killed after its CreateTopics but before Pulumi recorded the create leaves behind (with
+``PULUMI_SKIP_CHECKPOINTS`` none of a killed run's creates is recorded), so the next run must
+count it as the stack's; whatever it holds later the stack's mirror wrote. A topic that held
+records when the stack found it is *adopted* (output ``adopted``): brought to the spec in place
+and left by ``destroy``, since its data was not the stack's. A topic the stack never declared is
+never touched.
 A delete returns once the brokers no longer list the topic (a replacement takes the name right
 after), and fails saying so if they still do after ``TOPIC_DELETE_WAIT``.
 """
@@ -125,11 +134,13 @@ class TopicProvider(Provider):
         name = props["name"]
         created = admin.create_topic(name, int(props["partitions"]), _rf(props),
                                      dict(props.get("configs") or {}), exist_ok=True)
+        adopted = False
         if not created:
-            # Already there (made by hand, by MM2, or by an earlier stack): take it over as it is,
-            # bring it to the spec in place, and leave it in place on destroy.
+            # Already there (made by a killed run of this stack, by hand, by MM2): take it over as it
+            # is and bring it to the spec in place; adopted (left by destroy) only if it holds data.
+            adopted = _held_records(admin, name)
             self._reconcile(admin, props)
-        return CreateResult(f"{props['cluster']}/{name}", self.outputs(props, adopted=not created))
+        return CreateResult(f"{props['cluster']}/{name}", self.outputs(props, adopted=adopted))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         self._reconcile(connection.admin(news), news)
@@ -160,6 +171,12 @@ class TopicProvider(Provider):
             admin.grow_partitions(name, wanted)
         to_set, to_delete = diff_configs(dict(props.get("configs") or {}), live.configs)
         admin.alter_topic_configs(name, to_set, to_delete)
+
+
+def _held_records(admin: KafkaAdmin, name: str) -> bool:
+    """Whether any partition of the existing topic was ever written to (an end offset above 0)."""
+    live = admin.topics([name], with_configs=False).get(name)
+    return live is not None and any(admin.end_offsets(name, live.partitions))
 
 
 def _wait_gone(admin: KafkaAdmin, props: Mapping[str, Any]) -> None:

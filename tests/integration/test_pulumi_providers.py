@@ -15,6 +15,7 @@ from mm2spec.spec.load import load_desired_state
 from mm2spec.live.connect import ConnectClient
 from mm2spec.plan.desired import TopicSpec
 from mm2spec.dev import ADMIN_PASSWORD
+from mm2spec.dev.ledger import SequencedProducer
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.spec.model import AclBinding, Cluster, Security
 from mm2spec.provision import connection
@@ -84,11 +85,24 @@ def test_topic_create_update_delete(kafka_pair, unique_name):
     provider.delete(again.id, again.outs)
 
 
-def test_topic_that_exists_is_adopted_and_survives_delete(kafka_pair, unique_name):
+def test_topic_that_exists_empty_is_the_stacks_and_delete_removes_it(kafka_pair, unique_name):
+    # What a pulumi up killed after CreateTopics, before Pulumi recorded the create, leaves behind.
+    cluster, provider = plain_cluster(kafka_pair.dr), TopicProvider()
+    admin = KafkaAdmin(cluster)
+    name = unique_name("killed")
+    admin.create_topic(name, 2, -1, {})
+    created = provider.create(topic_props(cluster, name, 2, {}))
+    assert created.outs["adopted"] is False
+    provider.delete(created.id, created.outs)
+    assert name not in admin.topics([name], with_configs=False)
+
+
+def test_topic_that_exists_with_records_is_adopted_and_survives_delete(kafka_pair, unique_name):
     cluster, provider = plain_cluster(kafka_pair.dr), TopicProvider()
     admin = KafkaAdmin(cluster)
     name = unique_name("adopt")
     admin.create_topic(name, 1, -1, {"retention.ms": "60000", "segment.ms": "600000"})
+    SequencedProducer(kafka_pair.client_config("dr"), name, 1, limit=1).start().wait()
 
     created = provider.create(topic_props(cluster, name, 3, {"retention.ms": "120000"}))
     assert created.outs["adopted"] is True

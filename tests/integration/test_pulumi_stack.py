@@ -35,6 +35,7 @@ import yaml
 from mm2spec.components import components
 from mm2spec.errors import ComponentMissing
 from mm2spec.dev import ADMIN_PASSWORD, MM2_PASSWORD
+from mm2spec.dev.ledger import SequencedProducer
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.spec.model import Cluster, Security
 from specs import ADMIN_SECRET, MM2_SECRET, spec_for
@@ -110,7 +111,8 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
     primary.create_topic(payments, 2, -1, {})
     primary.create_topic(adopted, 1, -1, {})
     dr.create_topic(outside, 1, -1, {})       # not in the spec: must survive destroy
-    dr.create_topic(adopted, 1, -1, {})       # in the spec but there before the stack: adopted, left in place
+    dr.create_topic(adopted, 1, -1, {})       # in the spec, there before the stack with data: adopted, left in place
+    SequencedProducer(secure_kafka_pair.client_config("dr"), adopted, 1, limit=1).start().wait()
 
     # The project: the repository's Pulumi.yaml and program folder, everything else in tmp.
     stack = Stack(tmp_path, {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",

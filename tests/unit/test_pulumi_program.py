@@ -460,6 +460,37 @@ def test_topic_delete_fails_saying_what_to_do_when_the_topic_is_still_listed(mon
     assert "brokers are up" in message and "run the command again" in message
 
 
+class ExistingTopicAdmin:
+    """A fake admin client on whose cluster the topic is already there, with these end offsets."""
+
+    def __init__(self, end_offsets: list[int]):
+        self.offsets = end_offsets
+
+    def create_topic(self, name, partitions, replication_factor, configs, exist_ok=False) -> bool:
+        assert exist_ok
+        return False
+
+    def topics(self, names, with_configs: bool = True) -> dict:
+        return {n: LiveTopic(n, len(self.offsets), 3, {"retention.ms": "1000"}) for n in names}
+
+    def end_offsets(self, topic_name: str, partitions: int) -> list[int]:
+        assert partitions == len(self.offsets)
+        return self.offsets
+
+    def grow_partitions(self, name: str, total: int) -> None:
+        pass
+
+    def alter_topic_configs(self, name, set_configs, delete=()) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("end_offsets", "adopted"), [([0] * 6, False), ([0, 0, 7, 0, 0, 0], True)])
+def test_an_existing_topic_is_adopted_only_when_it_held_records(monkeypatch, end_offsets, adopted):
+    # Empty: what a pulumi up killed before Pulumi recorded its create leaves; destroy must delete it.
+    monkeypatch.setattr(connection, "admin", lambda props, prefer_current=False: ExistingTopicAdmin(end_offsets))
+    assert topic.TopicProvider().create(topic_props()).outs["adopted"] is adopted
+
+
 def test_adopted_topics_and_connectors_are_left_in_place_on_delete(monkeypatch):
     def no_client(*_args, **_kwargs):
         raise AssertionError("an adopted resource must not be deleted")
