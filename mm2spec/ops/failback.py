@@ -34,7 +34,7 @@ from mm2spec.mm2.records import OffsetSync
 from mm2spec.ops import mirror, reverse
 from mm2spec.ops.context import DEFAULT_WAIT_S, Context
 from mm2spec.ops.module import TIMEOUT_ARG, Module, arguments
-from mm2spec.ops.offsets import Windows, commit_translations, exact_translation
+from mm2spec.ops.offsets import TRANSLATIONS, Windows, commit_translations, exact_translation
 from mm2spec.ops.report import Outcome
 from mm2spec.ops.reverse import BackPartition
 from mm2spec.ops.topology import MirroredPartition, offset_syncs, partitions
@@ -94,9 +94,10 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 
 def _mirrored_end(ctx: Context, flow: MirrorFlow, topic: str, partition: int, dr_topic: str, dr_end: int,
-                  source_end: int, syncs: list[tuple[int, int]]) -> int:
+                  source_end: int, syncs: list[tuple[int, int]]) -> int | None:
     """Unplanned failover: one past the last source record that reached DR before the switch,
-    found by walking both logs from the last offset sync below DR's end, by content."""
+    found by walking both logs from the last offset sync below DR's end, by content; None when
+    DR's records are not copies of the source's (the topic was recreated since)."""
     source = ctx.client(RecordReader, flow.source)
     dr = ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once)
     below = [s for s in syncs if s[1] < dr_end]
@@ -107,9 +108,7 @@ def _mirrored_end(ctx: Context, flow: MirrorFlow, topic: str, partition: int, dr
         return anchor.upstream
     result = align(source.read(topic, partition, anchor.upstream, source_end), copies, source_end, anchor)
     if result.mismatch is not None or result.last_copied is None:
-        raise OperationRefused(f"{flow.name}: {dr_topic}-{partition}: DR's records before the switch are not copies "
-                               f"of {topic}-{partition}'s records: cannot tell what is stranded there; "
-                               "--stranded=rebuild copies the whole topic back from DR")
+        return None  # DR's records are not copies of this log's: recreated since, or never the same
     return result.last_copied + 1
 
 
@@ -126,8 +125,8 @@ def _count_stranded(ctx: Context, flow: MirrorFlow, state: FailoverState) -> tup
         end = source.watermarks(topic, partition)[1]
         if source_end_then < 0:
             source_end_then = _mirrored_end(ctx, flow, topic, partition, dr_topic, dr_end, end,
-                                            syncs.get((topic, partition), []))
-        if end < source_end_then:
+                                            syncs.get((topic, partition), [])) if end or not dr_end else None
+        if source_end_then is None or end < source_end_then:
             broken.add(topic)
         elif end > source_end_then:
             stranded[(topic, partition)] = end - source_end_then
@@ -151,7 +150,7 @@ def stranded(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         detail = ", ".join(f"{t}-{p}: {n}" for (t, p), n in sorted(counts.items())[:20])
         if broken and choice != "rebuild":
             raise OperationRefused(f"{flow.name}: {', '.join(sorted(broken))} on {flow.source} is gone or holds fewer "
-                                   "records than at the switch (deleted or recreated): --stranded=rebuild recreates "
+                                   "records than at the switch, or other ones (deleted or recreated): --stranded=rebuild recreates "
                                    "it from DR; nothing was changed")
         if total and choice is None:
             raise OperationRefused(
@@ -235,47 +234,37 @@ def begin(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 
 def rebuild(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
-    """Delete and recreate (empty) each source topic the failback rebuilds from DR, unless it is
-    already empty or already starts with DR's copy (a re-run)."""
+    """Delete and recreate (empty) each source topic chosen for rebuilding, before the failback
+    is recorded: a run interrupted after the delete finds the topic gone or empty and, with
+    ``--stranded=rebuild`` again, recreates it; once recorded, the copy fills it."""
     outcomes = []
     for flow, state in pending(ctx):
-        choice = state.stranded if state.phase == "failing-back" else ctx.options.stranded
-        plan = _copy_plan(ctx, flow, state) if choice == "rebuild" else []
-        by_topic: dict[str, list[BackPartition]] = {}
-        for part in plan:
-            if part.source_start == 0:
-                by_topic.setdefault(part.topic, []).append(part)
-        admin = ctx.admin(flow.source)
-        live = admin.topics(sorted(by_topic), with_configs=True) if by_topic else {}
-        todo = sorted(t for t, parts in by_topic.items() if t not in live or not _rebuilt(ctx, flow, parts))
-        if not todo:
-            outcomes.append(Outcome("ok", flow.source, f"{flow.name}: nothing to rebuild" if not by_topic else
-                                    f"{flow.name}: {', '.join(sorted(by_topic))} rebuilt already", flow=flow.name))
+        chosen = sorted(ctx.facts.get(REBUILD, {}).get(flow.name, ())) if state.phase != "failing-back" else []
+        if not chosen:
+            outcomes.append(Outcome("ok", flow.source, f"{flow.name}: nothing to rebuild", flow=flow.name))
             continue
+        admin = ctx.admin(flow.source)
+        live = admin.topics(chosen, with_configs=True)
+        todo = [t for t in chosen if t not in live or not _empty(ctx, flow, t, live[t].partitions)]
         if not ctx.options.check:
-            dr_live = ctx.admin(flow.target).topics([by_topic[t][0].dr_topic for t in todo], with_configs=True)
-            for topic in todo:
-                model = live.get(topic) or dr_live[by_topic[topic][0].dr_topic]
-                _recreate(ctx, admin, topic, model.partitions, dict(model.configs), topic in live,
-                          float(args.get("timeout", DEFAULT_WAIT_S)))
+            dr_live = ctx.admin(flow.target).topics([flow.target_topic(t) for t in chosen], with_configs=True)
+            for topic in chosen:
+                if topic in todo or topic not in live:
+                    model = live.get(topic) or dr_live[flow.target_topic(topic)]
+                    _recreate(ctx, admin, topic, model.partitions, dict(model.configs), topic in live,
+                              float(args.get("timeout", DEFAULT_WAIT_S)))
+        if not todo:
+            outcomes.append(Outcome("ok", flow.source, f"{flow.name}: {', '.join(chosen)} empty already", flow=flow.name))
+            continue
         verb = "would delete and recreate" if ctx.options.check else "deleted and recreated"
         outcomes.append(Outcome("changed", flow.source, f"{flow.name}: {verb} {', '.join(todo)} (empty, to be "
                                 "filled from DR)", tuple((t, "as is", "recreated empty") for t in todo), flow=flow.name))
     return outcomes or _nothing(ctx)
 
 
-def _rebuilt(ctx: Context, flow: MirrorFlow, parts: list[BackPartition]) -> bool:
-    """Whether each partition is empty or starts with DR's record at the copy start."""
+def _empty(ctx: Context, flow: MirrorFlow, topic: str, partition_count: int) -> bool:
     source = ctx.client(RecordReader, flow.source)
-    dr = ctx.client(RecordReader, flow.target, read_committed=True)
-    for part in parts:
-        if source.watermarks(part.topic, part.partition)[1] == 0:
-            continue
-        mine = source.read(part.topic, part.partition, 0, 1)
-        theirs = reverse.read_upto(dr, part.dr_topic, part.partition, part.dr_start, part.dr_start + reverse.GAP_SLACK)
-        if not (mine and theirs and mine[0].content() == theirs[0].content()):
-            return False
-    return True
+    return all(source.watermarks(topic, p) == (0, 0) for p in range(partition_count))
 
 
 def _recreate(ctx: Context, admin, topic: str, partition_count: int, configs: dict, exists: bool,
@@ -299,13 +288,20 @@ def copy(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
         passes, results = 0, []
         while True:
             passes += 1
-            results = reverse.copy_pass(ctx, flow, parts, dry_run=ctx.options.check)
+            results = reverse.copy_pass(ctx, flow, parts, dry_run=ctx.options.check, fresh=_not_rebuilt_yet(ctx, flow, state))
             behind = _behind(ctx, flow, results)
             if ctx.options.check or (behind == 0 if final else behind < CAUGHT_UP_RECORDS) or passes >= MAX_PASSES:
                 break
         ctx.facts.setdefault(COPIED, {})[flow.name] = results
         outcomes.append(_copy_outcome(ctx, flow, results, behind, final, passes, time.monotonic() - start))
     return outcomes or _nothing(ctx)
+
+
+def _not_rebuilt_yet(ctx: Context, flow: MirrorFlow, state: FailoverState) -> set[str]:
+    """Check mode: the topics a run would rebuild still hold their old records (nothing was deleted)."""
+    if not ctx.options.check or state.phase == "failing-back":
+        return set()
+    return set(ctx.facts.get(REBUILD, {}).get(flow.name, ()))
 
 
 def _behind(ctx: Context, flow: MirrorFlow, results: list[reverse.Copied]) -> int:
@@ -351,7 +347,9 @@ def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         dr = Windows(ctx.client(RecordReader, flow.target, read_committed=True))
         source = Windows(ctx.client(RecordReader, flow.source))
         found = []
-        wanted = [(g, parts[tp], o) for g in selected for tp, o in sorted(described[g].offsets.items()) if tp in parts]
+        later = _not_rebuilt_yet(ctx, flow, state)
+        wanted = [(g, parts[tp], o) for g in selected for tp, o in sorted(described[g].offsets.items())
+                  if tp in parts and parts[tp].topic not in later]
         for index, (group, part, committed) in enumerate(wanted):
             ctx.progress(f"{flow.name}: translating back {index + 1}/{len(wanted)}: {group} {part.dr_topic}-{part.partition}")
             anchors = reverse.translation_anchors(part, forward.get((part.topic, part.partition), []),
@@ -359,6 +357,9 @@ def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
             found.append(exact_translation(group, MirroredPartition(part.dr_topic, part.partition, part.topic),
                                            committed, anchors, dr, source))
         ctx.facts.setdefault(BACK, {})[flow.name] = found
+        # The report's translations: here ``sourceOffset`` is the offset on DR, the cluster the
+        # group leaves, and ``drOffset`` the one it resumes at on the source.
+        ctx.facts.setdefault(TRANSLATIONS, []).extend(found)
         bad = [t for t in found if t.dr_offset is None]
         if bad:
             raise OperationRefused(f"{flow.name}: {len(bad)} group partitions cannot be translated back: "

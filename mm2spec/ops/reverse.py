@@ -124,8 +124,10 @@ def read_upto(reader: RecordReader, topic: str, partition: int, start: int, end:
 GAP_SLACK = 64
 
 
-def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], *, dry_run: bool) -> list[Copied]:
-    """Copy every partition up to DR's end now; with ``dry_run`` only count what would be copied."""
+def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], *, dry_run: bool,
+              fresh: set[str] = frozenset()) -> list[Copied]:
+    """Copy every partition up to DR's end now; with ``dry_run`` only count what would be copied
+    (topics in ``fresh`` counted as if empty: a check of a rebuild deletes nothing)."""
     dr = ctx.client(RecordReader, flow.target, read_committed=True)
     source = ctx.client(RecordReader, flow.source)
     syncs = reverse_syncs(ctx, flow)
@@ -134,7 +136,7 @@ def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], *, dry
     lag_max = max(1, flow.offset_lag_max)
     for part in parts:
         source_end = source.watermarks(part.topic, part.partition)[1]
-        copied = source_end - part.source_start
+        copied = 0 if part.topic in fresh else source_end - part.source_start
         if copied < 0:
             raise OperationRefused(f"{part.topic}-{part.partition} ends at {source_end}, before where the failback "
                                    f"started writing ({part.source_start}): the topic was truncated or recreated "

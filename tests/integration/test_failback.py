@@ -246,14 +246,17 @@ def test_stranded_records_refused_then_kept_then_rebuilt(kafka_pair, tmp_path, c
     # keep: the stranded records stay, before the records that come back; groups skip past them.
     dr_offsets = _offsets(pair, "dr")
     switch_dr = [s[4] for s in read_states(_cluster(pair, "dr"), f"{NAME}-stranded")["primary-to-dr"].positions]
-    code, out = _run(capsys, *args, "--stranded=keep")
+    code, out = _run(capsys, *args, "--stranded=keep", "--format", "json")
     assert code == 0, out
+    assert _report(out)["totals"]["skipped"] == 0, out
     for p in range(PARTITIONS):
         came_back = [r.content() for r in _records(pair, "primary", topic, p, primary_ends[p])]
         assert came_back == [r.content() for r in _records(pair, "dr", topic, p, switch_dr[p])]
         kept = _records(pair, "primary", topic, p, primary_ends[p] - stranded[p])[:stranded[p]]
         assert all(r.value.startswith(b"stranded") for r in kept)
-    _assert_groups_resume_exactly(pair, topic, dr_offsets)
+    # The group that consumed nothing on DR sits at MM2's rounded-down checkpoint there; on the
+    # primary it is already further, and a commit never moves a group backwards.
+    _assert_groups_resume_exactly(pair, topic, {g: o for g, o in dr_offsets.items() if g != GROUPS[-1]})
 
     # rebuild: a second unplanned failover strands records again; the primary topic is recreated
     # from DR's whole log, so it ends up a copy of DR, record for record.
