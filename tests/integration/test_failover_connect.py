@@ -160,3 +160,61 @@ def test_planned_failover_on_mm2_resumes_every_group_at_the_next_record(connect_
     assert code == 0, out
     assert {t["status"] for t in _report(out)["tasks"]} <= {"ok", "skipped"}, _report(out)["tasks"]
     assert all(s.startswith("STOPPED") for s in _connector_states(client, names).values())
+
+
+def _ends(cluster) -> list[int]:
+    with RecordReader(cluster) as reader:
+        return [reader.watermarks(TOPIC, p)[1] for p in range(PARTITIONS)]
+
+
+def _tail(cluster, partition: int, start: int) -> list[tuple]:
+    with RecordReader(cluster) as reader:
+        return [r.content() for r in reader.read(TOPIC, partition, start, reader.watermarks(TOPIC, partition)[1])]
+
+
+def test_failback_on_mm2_copies_dr_records_back_and_resumes_the_connectors(connect_failover, capsys):
+    """After the failover above: clients write and consume on DR; failback brings exactly those
+    records back, every group to the next record on the source, and MM2 resumes from the source's
+    end (new source records reach DR once; what came back is not mirrored again)."""
+    state, spec, url, _committed, names = connect_failover
+    source, target = state.cluster(SOURCE), state.cluster(TARGET)
+    switch_source, switch_dr = _ends(source), _ends(target)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "enable.idempotence": True})
+    now = int(time.time() * 1000)
+    for i in range(150):
+        producer.produce(TOPIC, key=f"d{i % 4}".encode(), value=b"on-dr", partition=i % PARTITIONS,
+                         headers=[("seq", f"dr{i}".encode())], timestamp=now + i)
+    assert producer.flush(60) == 0
+    dr_ends = _ends(target)
+    rng = random.Random(3)
+    dr_offsets = {g: {p: rng.randrange(switch_dr[p], dr_ends[p] + 1) for p in range(PARTITIONS)} for g in GROUPS}
+    for group, offsets in dr_offsets.items():
+        _commit(target, group, offsets)
+
+    code, out = _run(capsys, "failback", str(spec), "--connect-url", url, "--format", "json")
+    assert code == 0, out
+    assert _report(out)["totals"]["skipped"] == 0, out
+    for p in range(PARTITIONS):
+        assert _tail(source, p, switch_source[p]) == _tail(target, p, switch_dr[p])
+    back = {g: dict(s.offsets) for g, s in GroupOffsets(source).describe(GROUPS).items()}
+    with RecordReader(source) as src, RecordReader(target) as dr:
+        for group, offsets in dr_offsets.items():
+            for partition, offset in offsets.items():
+                resume = back[group][(TOPIC, partition)]
+                consumed = dr.read(TOPIC, partition, offset - 1, offset)[0]
+                assert src.read(TOPIC, partition, resume - 1, resume)[0].content() == consumed.content(), group
+                assert resume - switch_source[partition] == offset - switch_dr[partition], group
+    _wait(lambda: [f"{n}: {s}" for n, s in _connector_states(ConnectClient(url), names).items()
+                   if not s.startswith("RUNNING tasks=['RUNNING")], RUNNING_TIMEOUT, "MM2 to run again")
+
+    # No loop: new source records reach DR once, and nothing else does.
+    before = _ends(target)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True})
+    for i in range(30):
+        producer.produce(TOPIC, key=b"after", value=f"after{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+    with RecordReader(source) as src, RecordReader(target) as dr:
+        _wait(lambda: _lagging(src, dr), CATCH_UP_TIMEOUT, "MM2 to copy the new records")
+    assert sum(_ends(target)) - sum(before) == 30
+    for p in range(PARTITIONS):
+        assert all(v[1].startswith(b"after") for v in _tail(target, p, before[p]))
