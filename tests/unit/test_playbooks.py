@@ -30,7 +30,7 @@ EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
 
 # ---------------------------------------------------------------------------------- playbooks
 
-@pytest.mark.parametrize("name", ["verify", "failover"])
+@pytest.mark.parametrize("name", ["verify", "failover", "failback"])
 def test_bundled_playbooks_load_and_match_the_schema(name):
     playbook = load_playbook(name)
     assert playbook.name == name and playbook.tasks
