@@ -2,7 +2,7 @@
 
 One module per command family registers its subcommands (``add_parsers``) and holds their
 handlers: ``spec`` (validate, render, promote), ``plan``, ``mirror``, ``playbook`` (playbook run,
-verify, failover), ``dev`` (local clusters and demo data). Handlers print what the call returned; this module turns every ``Mm2specError`` into
+verify, failover), ``drill`` (a DR drill and its report), ``dev`` (local clusters and demo data). Handlers print what the call returned; this module turns every ``Mm2specError`` into
 its message and exit 1.
 
 Exit codes: 0 success; 1 invalid input or failure; 2 (``--detailed-exitcode``) changes present.
@@ -20,10 +20,10 @@ import sys
 import traceback
 
 from mm2spec import __version__
-from mm2spec.cli import dev, mirror, plan, playbook, spec
+from mm2spec.cli import dev, drill, mirror, plan, playbook, spec
 from mm2spec.errors import Mm2specError, PlaybookInvalid, SpecInvalid, SpecSyntaxError
 
-FAMILIES = (spec, plan, mirror, playbook, dev)
+FAMILIES = (spec, plan, mirror, playbook, drill, dev)
 
 
 def build_parser() -> argparse.ArgumentParser:
