@@ -23,6 +23,8 @@ _PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 20, "batch.
              "compression.type": "lz4", "queue.buffering.max.messages": 500_000}
 # A full local queue is drained this long before the record is offered again.
 _QUEUE_FULL_POLL_S = 0.05
+# Delivery reports are served every this many records (a poll per record costs more than the send).
+_POLL_EVERY = 1000
 
 
 class RecordWriter:
@@ -35,6 +37,7 @@ class RecordWriter:
         config.update(_PRODUCER)
         self._producer = Producer(config)
         self._failures: list[str] = []
+        self._sent = 0
 
     def _delivered(self, error: KafkaError | None, message) -> None:
         if error is not None:
@@ -52,7 +55,9 @@ class RecordWriter:
                 self._producer.poll(_QUEUE_FULL_POLL_S)
             except KafkaException as exc:
                 raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": writing {topic}-{partition}: {exc}') from None
-        self._producer.poll(0)
+        self._sent += 1
+        if self._sent % _POLL_EVERY == 0:
+            self._producer.poll(0)
 
     def send_raw(self, topic: str, key: bytes | None, value: bytes | None, partition: int = 0) -> None:
         """Queue a record built by the caller (an offset sync)."""
