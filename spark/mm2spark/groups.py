@@ -59,7 +59,10 @@ class GroupOffsetMirror:
         self.groups = group_filter(flow)
         self.topic = checkpoints_topic(flow)
         self.counters = GroupSyncCounters()
-        self._last: dict[tuple[str, str, int], tuple[int, int]] = {}
+        # Group -> (target topic, partition) -> the last checkpoint written (upstream, downstream).
+        # Only groups of the latest listing are kept: groups come and go (console consumers, one
+        # group per deployment), and a job runs for months.
+        self._last: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}
         self._group_list: list[str] = []
         self._groups_listed_at = 0.0
         self._last_sync = 0.0
@@ -96,8 +99,7 @@ class GroupOffsetMirror:
         return out
 
     def _changed(self, checkpoint: Checkpoint) -> bool:
-        key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
-        previous = self._last.get(key)
+        previous = self._last.get(checkpoint.group, {}).get((checkpoint.topic, checkpoint.partition))
         if previous == (checkpoint.upstream_offset, checkpoint.downstream_offset):
             return False
         # Like MM2's checkpoint store: a translation never moves backwards unless the group did.
@@ -116,8 +118,10 @@ class GroupOffsetMirror:
         if fresh:
             kafka.produce_all(producer, self.topic, ((c.record_key(), c.record_value()) for c in fresh))
             for c in fresh:
-                self._last[(c.group, c.topic, c.partition)] = (c.upstream_offset, c.downstream_offset)
+                self._last.setdefault(c.group, {})[(c.topic, c.partition)] = (c.upstream_offset, c.downstream_offset)
             self.counters.checkpoints_written += len(fresh)
+        for gone in set(self._last).difference(all_checkpoints):
+            del self._last[gone]
         self.counters.last_checkpoint_time = time.time()
         self.counters.groups = sorted(all_checkpoints)
         due = (self.flow.sync_group_offsets

@@ -382,3 +382,43 @@ def test_a_missing_or_foreign_writer_jar_stops_the_job_naming_the_install_script
         check_writer(spark, jars)
     assert "scripts/install-spark.sh" in str(stopped.value)
     check_writer(_Spark("4.0.1", "4.0.1"), ["/j/mm2spec-spark-writer.jar"])  # the right jar passes
+
+
+class _GroupsCluster:
+    """The calls GroupOffsetMirror makes (mm2spark.kafka), on a source whose groups come and go."""
+
+    def __init__(self):
+        self.groups: list[str] = []
+        self.written = 0
+
+    def install(self, monkeypatch) -> None:
+        from mm2spark import groups
+
+        for name, fn in {"admin": lambda conn: object(), "internal_producer": lambda conn: object(),
+                         "ensure_internal_topic": lambda client, topic: None,
+                         "list_groups": lambda client: list(self.groups),
+                         "group_offsets": lambda client, group: {("orders", 0): 50},
+                         "produce_all": self.produce_all}.items():
+            monkeypatch.setattr(groups.kafka, name, fn)
+
+    def produce_all(self, producer, topic, records) -> int:
+        count = sum(1 for _ in records)
+        self.written += count
+        return count
+
+
+def test_checkpoint_memory_holds_only_the_groups_listed_now(monkeypatch):
+    from mm2spark.groups import GroupOffsetMirror
+
+    flow = parse_job_config(job(**{"refresh.groups.interval.seconds": "0", "sync.group.offsets.enabled": "false"}),
+                            environ={}).flows[0]
+    cluster = _GroupsCluster()
+    cluster.install(monkeypatch)
+    store = OffsetSyncStore()
+    store.add(OffsetSync("orders", 0, 40, 400))
+    mirror = GroupOffsetMirror(flow, store)
+    for round_ in range(1000):  # a long-lived group, and a new short-lived one each round
+        cluster.groups = ["orders-service", f"billing-run-{round_}"]
+        mirror.run_once()
+    assert cluster.written == 1 + 1000  # orders-service's unchanged checkpoint is written once
+    assert sorted(mirror._last) == ["billing-run-999", "orders-service"]  # not 1,001 groups
