@@ -283,6 +283,11 @@ def copy(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     final = bool(args.get("final", False))
     outcomes = []
     for flow, state in pending(ctx):
+        if state.phase != "failing-back" and not ctx.options.check:
+            # Without the recorded copy start, a later run would take the copied records for
+            # records stranded on the source.
+            raise OperationRefused(f"{flow.name}: the failback is not recorded yet: run failback.begin before "
+                                   "failback.copy")
         parts = _copy_plan(ctx, flow, state)
         start = time.monotonic()
         passes, results = 0, []

@@ -38,6 +38,7 @@ CATCH_UP_TIMEOUT = 180.0
 PARTITIONS = 3
 SEED = 300
 ON_DR = 240
+MORE_ON_DR = 60
 GROUPS = [f"fb-app-{i}" for i in range(4)]
 NAME = "it-failback"
 
@@ -172,7 +173,6 @@ def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka
     switch_primary, switch_dr = _ends(pair, "primary", topic), _ends(pair, "dr", topic)
     _clients_on_dr(pair, topic, random.Random(5))
     dr_offsets = _offsets(pair, "dr")
-    dr_before = _ends(pair, "dr", topic)
     args = ("failback", str(spec), "--state-dir", state_dir)
 
     # --check: says what would be copied, writes nothing.
@@ -182,6 +182,18 @@ def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka
     assert _ends(pair, "primary", topic) == switch_primary
     assert read_states(_cluster(pair, "dr"), NAME)["primary-to-dr"].phase == "failed-over"
     assert not mirror.status(state_dir).running
+
+    # Interrupted after the first copy (a playbook that stops there), while clients still write
+    # on DR: the full run resumes from the source's end and copies each record once.
+    partial = tmp_path / "partial.yaml"
+    partial.write_text(yaml.safe_dump({"name": "partial", "tasks": [
+        {"name": "preflight", "failback.preflight": {}}, {"name": "stranded", "failback.stranded": {}},
+        {"name": "begin", "failback.begin": {}}, {"name": "copy", "failback.copy": {}}]}))
+    code, out = _run(capsys, "playbook", "run", str(partial), str(spec), "--state-dir", state_dir)
+    assert code == 0, out
+    assert sum(_ends(pair, "primary", topic)) - sum(switch_primary) == ON_DR
+    _produce(pair.dr.bootstrap, topic, ON_DR, MORE_ON_DR, "dr")
+    dr_before = _ends(pair, "dr", topic)
 
     code, out = _run(capsys, *args, "--format", "json", "--diff")
     assert code == 0, out
@@ -193,7 +205,7 @@ def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka
         came_back = [r.content() for r in _records(pair, "primary", topic, p, switch_primary[p])]
         written_on_dr = [r.content() for r in _records(pair, "dr", topic, p, switch_dr[p])]
         assert came_back == written_on_dr and came_back, p
-    assert sum(_ends(pair, "primary", topic)) - sum(switch_primary) == ON_DR
+    assert sum(_ends(pair, "primary", topic)) - sum(switch_primary) == ON_DR + MORE_ON_DR
     _assert_groups_resume_exactly(pair, topic, dr_offsets)
     assert "primary-to-dr" not in read_states(_cluster(pair, "dr"), NAME)
     assert mirror.status(state_dir).running
