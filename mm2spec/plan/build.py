@@ -32,8 +32,10 @@ def failed_over_notes(states: Mapping[str, FailoverState]) -> list[str]:
     notes = []
     for name, s in sorted(states.items()):
         when = datetime.fromtimestamp(s.started_at / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        then = ("a failback is in progress: run mm2spec failback again to finish it" if s.phase == "failing-back"
+                else "run mm2spec failback to mirror again")
         notes.append(f"flow {name} failed over to {s.target} at {when} ({s.mode}, {s.phase}): its mirror stays "
-                     "stopped; run failback to mirror again")
+                     f"stopped; {then}")
     return notes
 
 
