@@ -301,14 +301,22 @@ class Drill:
             phase.message = step()
             phase.status = "passed"
         except Mm2specError as exc:
-            phase.status, phase.message = "failed", str(exc)
+            phase.status, phase.message = "failed", str(exc) + self._where_left()
         report = self.reports.get(name)
         if report is not None:
-            phase.playbook, phase.rto_seconds = report.to_json(), rto_seconds(report)
+            phase.playbook, phase.rto_seconds = report.to_json(), _rounded(report.rto_seconds())
             phase.tasks = _task_times(report, phase.start)
         phase.seconds = round(_elapsed(self.t0) - phase.start, 3)
         self.on_phase("end", phase.to_json())
         return phase.status == "passed"
+
+    def _where_left(self) -> str:
+        """What a failure leaves behind when the flows are failed over, and the way back."""
+        done = {p.name for p in self.phases if p.status == "passed"}
+        if "failover" not in done or "failback" in done:
+            return ""
+        return (f" (the flows stay failed over to {self.plan.target}; the drill's writes and groups are stopped: "
+                "fix the cause, then come back with mm2spec failback SPEC --env ENV)")
 
     def _event(self, name: str) -> None:
         self.events.append({"name": name, "at": _elapsed(self.t0)})
@@ -456,7 +464,7 @@ class Drill:
                                    + ("; ".join(o.message for o in failed.outcomes if o.message) or failed.reason))
         lost, seconds = self._lost(old, new)
         self.switches.append({"name": name, "from": old, "to": new, "lostRecords": lost, "rpoSeconds": seconds,
-                              "rtoSeconds": rto_seconds(report), "playbookSeconds": round(report.seconds, 3)})
+                              "rtoSeconds": _rounded(report.rto_seconds()), "playbookSeconds": round(report.seconds, 3)})
         if lost:
             raise OperationRefused(f"{lost} records acknowledged on {old} are not on {new} after the {name} "
                                    f"(RPO {seconds:.1f}s): a planned switch must lose nothing")
@@ -571,15 +579,8 @@ def _camel(name: str) -> str:
     return head + "".join(w.title() for w in rest)
 
 
-def rto_seconds(report: RunReport) -> float | None:
-    """A switch's RTO: from its start until its last commit task (``offsets.commit`` for a
-    failover, ``failback.commit`` for a failback) committed the groups where they resume."""
-    elapsed, rto = 0.0, None
-    for task in report.tasks:
-        elapsed += task.seconds
-        if task.module.endswith(".commit") and task.status in ("ok", "changed"):
-            rto = round(elapsed, 3)
-    return rto
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _task_times(report: RunReport, start: float) -> list[dict]:

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import html.parser
 import json
-import os
 import random
 import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema

@@ -149,3 +149,15 @@ def test_drill_records_are_labelled_with_their_sequence():
     old.records, new.records = [record], []
     row = probe(old, new, Move("g", "t", "t", 0), 5, 0, "abc")
     assert row["expected"] == "t-0@5 (drill record #42)"
+
+
+def test_a_failure_between_the_switches_says_the_flows_stay_failed_over():
+    from mm2spec.ops.drill import Phase
+
+    state = _example()
+    drill = Drill(state, Options(), DrillSettings(), plan_drill(state, Options(), DrillSettings()))
+    assert drill._where_left() == ""
+    drill.phases = [Phase("failover", "", 0.0, status="passed"), Phase("probe-dr", "", 1.0, status="failed")]
+    assert "stay failed over to dr" in drill._where_left() and "mm2spec failback SPEC --env ENV" in drill._where_left()
+    drill.phases.append(Phase("failback", "", 2.0, status="passed"))
+    assert drill._where_left() == ""
