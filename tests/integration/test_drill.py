@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2spec.cli import main
+from mm2spec.live.dr_state import read_states
 from mm2spec.live.records import retrying
 from mm2spec.ops.drill_report import PLOTS, headline_rows
 from mm2spec.render import spark_job_config
@@ -147,6 +148,24 @@ def _browser_images(report: Path, tmp: Path) -> str:
     found = re.search(r'data-images="(\d+)/(\d+)"', result.stdout)
     assert found, f"chromium did not run the check (exit {result.returncode}): {result.stderr[-2000:]}"
     return found.group(0)
+
+
+def test_a_failed_phase_stops_the_drill_before_any_switch_and_the_report_says_where(drill_setup, tmp_path, capsys):
+    """verify cannot find the Spark job in an empty state folder: the drill stops there, exit 1,
+    nothing failed over, and the report is written all the same."""
+    spec, tmp = drill_setup
+    out = tmp_path / "report"
+    code = main(["drill", str(spec), "--state-dir", str(tmp_path / "no-job-here"), "--out", str(out), "--duration", "0",
+                 "--rate", "20", "--verify-timeout", "0", "--settle-timeout", "180", "--quiet"])
+    printed = capsys.readouterr()
+    data = json.loads((out / "drill.json").read_text())
+    assert code == 1 and data["exitCode"] == 1 and not data["passed"], printed.err
+    assert data["stoppedAt"] == "verify" and "the mirror is not running" in data["phases"][1]["message"]
+    assert [p["status"] for p in data["phases"]][2:] == ["not run"] * 6 and data["switches"] == []
+    assert "Result                     FAILED at verify" in printed.out and (out / "report.html").exists()
+    assert "Traceback" not in printed.err and "internal error" not in printed.err
+    dr = yaml.safe_load(spec.read_text())["clusters"]["dr"]["bootstrapServers"]
+    assert not read_states(Cluster("dr", tuple(dr)), "it-drill"), "nothing failed over"
 
 
 def test_drill_passes_and_its_report_renders(drill_setup, tmp_path, capsys):
