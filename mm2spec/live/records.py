@@ -86,6 +86,12 @@ class RecordReader:
         return list(self.iterate(topic, partition, start, end))
 
     def iterate(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+        for message in self.messages(topic, partition, start, end):
+            yield _record(message)
+
+    def messages(self, topic: str, partition: int, start: int, end: int, batch: int = _FETCH_BATCH) -> Iterator:
+        """The client's own messages of the range (a bulk copy passes them on without building a
+        ``Record`` each); ``batch`` records per fetch at most."""
         if end <= start:
             return
         self._consumer.assign([TopicPartition(topic, partition, start)])
@@ -94,8 +100,8 @@ class RecordReader:
         while position < end:
             # consume() waits until it has ``num_messages`` or the timeout passes: never ask for more
             # than the range still holds, or every short read would wait out the timeout.
-            batch = self._consumer.consume(max(1, min(_FETCH_BATCH, end - position)), timeout=0.5)
-            if not batch:
+            fetched = self._consumer.consume(max(1, min(batch, end - position)), timeout=0.5)
+            if not fetched:
                 # Nothing came: either the range ends in markers/aborted records (the position
                 # moved past them) or the broker is slow. Ask where the consumer stands.
                 (tp,) = self._consumer.position([TopicPartition(topic, partition)])
@@ -107,7 +113,7 @@ class RecordReader:
                                                f"(no records within {self.timeout:.0f}s)")
                 continue
             deadline = time.monotonic() + self.timeout
-            for message in batch:
+            for message in fetched:
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
                         continue
@@ -116,7 +122,7 @@ class RecordReader:
                 if message.offset() >= end:
                     return
                 position = message.offset() + 1
-                yield _record(message)
+                yield message
         self._consumer.unassign()
 
     def last_record(self, topic: str, partition: int, end: int | None = None, lookback: int = 50) -> Record | None:

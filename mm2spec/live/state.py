@@ -86,6 +86,9 @@ class FailoverState:
     stranded: str = ""
     """Phase ``failing-back``: what was done with records stranded on the source (``keep``,
     ``rebuild``, or empty when there were none)."""
+    restarted: bool = False
+    """Phase ``failing-back``: the forward mirror was reset to the source's end (and started);
+    the copy, translation and commit are done."""
 
     def to_json(self) -> dict:
         return {"formatVersion": FAILOVER_STATE_FORMAT, "spec": self.spec, "flow": self.flow, "phase": self.phase, "mode": self.mode,
@@ -95,7 +98,7 @@ class FailoverState:
                               for t, p, s, dt, d in self.positions],
                 "failback": [{"drTopic": dt, "partition": p, "drStart": d, "topic": t, "sourceStart": s}
                              for dt, p, d, t, s in self.failback],
-                "stranded": self.stranded}
+                "stranded": self.stranded, "forwardRestarted": self.restarted}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "FailoverState":
@@ -105,4 +108,4 @@ class FailoverState:
                                    for p in data.get("positions", ())), spec=data.get("spec", ""),
                    failback=tuple((p["drTopic"], int(p["partition"]), int(p["drStart"]), p["topic"], int(p["sourceStart"]))
                                   for p in data.get("failback", ())),
-                   stranded=data.get("stranded", ""))
+                   stranded=data.get("stranded", ""), restarted=bool(data.get("forwardRestarted", False)))

@@ -19,8 +19,9 @@ from mm2spec.spec.model import Cluster
 
 # Producer settings for a bulk copy: batches of up to 1 MiB, held 20 ms to fill, so a million small
 # records go in a few thousand requests rather than a million.
+# Only failed deliveries call back into Python: a callback per record costs as much as the send.
 _PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 20, "batch.size": 1 << 20,
-             "compression.type": "lz4", "queue.buffering.max.messages": 500_000}
+             "compression.type": "lz4", "queue.buffering.max.messages": 500_000, "delivery.report.only.error": True}
 # A full local queue is drained this long before the record is offered again.
 _QUEUE_FULL_POLL_S = 0.05
 # Delivery reports are served every this many records (a poll per record costs more than the send).
@@ -52,6 +53,23 @@ class RecordWriter:
                                        on_delivery=self._delivered)
                 break
             except BufferError:  # the local queue is full: serve delivery reports, then retry
+                self._producer.poll(_QUEUE_FULL_POLL_S)
+            except KafkaException as exc:
+                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": writing {topic}-{partition}: {exc}') from None
+        self._sent += 1
+        if self._sent % _POLL_EVERY == 0:
+            self._producer.poll(0)
+
+    def send_message(self, topic: str, partition: int, message) -> None:
+        """Queue a copy of a message as the client read it (``RecordReader.messages``)."""
+        kind, stamp = message.timestamp()
+        while True:
+            try:
+                self._producer.produce(topic, value=message.value(), key=message.key(), partition=partition,
+                                       timestamp=stamp if kind else 0, headers=message.headers(),
+                                       on_delivery=self._delivered)
+                break
+            except BufferError:
                 self._producer.poll(_QUEUE_FULL_POLL_S)
             except KafkaException as exc:
                 raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": writing {topic}-{partition}: {exc}') from None

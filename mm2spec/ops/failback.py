@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -62,15 +63,19 @@ START_TIMEOUT_S = 300.0
 
 
 # ------------------------------------------------------------------------------------ state
-def pending(ctx: Context) -> list[tuple[MirrorFlow, FailoverState]]:
-    """The selected flows with a recorded failover (the ones a failback has work for)."""
+def pending(ctx: Context, *, before_restart: bool = False) -> list[tuple[MirrorFlow, FailoverState]]:
+    """The selected flows with a recorded failover (the ones a failback has work for); with
+    ``before_restart``, only those whose forward mirror was not restarted yet (for them the copy,
+    translation and commit are still to do)."""
     states = ctx.failover_states()
-    return [(f, states[f.name]) for f in ctx.flows if f.name in states]
+    work = [(f, states[f.name]) for f in ctx.flows if f.name in states]
+    return [(f, s) for f, s in work if not (before_restart and s.restarted)]
 
 
 def _nothing(ctx: Context) -> list[Outcome]:
-    return [Outcome("ok", f.target, f"{f.name}: no failover recorded: nothing to fail back", flow=f.name)
-            for f in ctx.flows]
+    states = ctx.failover_states()
+    return [Outcome("ok", f.target, f"{f.name}: done before the forward mirror restarted" if f.name in states
+                    else f"{f.name}: no failover recorded: nothing to fail back", flow=f.name) for f in ctx.flows]
 
 
 def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
@@ -84,6 +89,11 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
             raise OperationRefused(f"{flow.name}: the failover stopped half-way (phase switching, since "
                                    f"{state.started_at}): finish it first (mm2spec failover), then fail back")
         ctx.admin(flow.source).ping()
+        up, seen = mirror.running(ctx, flow)
+        if up and not state.restarted:
+            raise OperationRefused(f"{flow.name}: the forward mirror runs ({seen}) while the flow is failed over: it "
+                                   "would copy DR's records back onto DR; stop it (mm2spec mirror --stop, or stop "
+                                   "the connectors), then re-run; nothing was changed")
         live = ctx.admin(flow.source).topics(sorted({p[0] for p in state.positions}), with_configs=False)
         gone = sorted({p[0] for p in state.positions if p[0] not in live})
         note = f"; gone from {flow.source}: {', '.join(gone[:10])}" if gone else ""
@@ -135,7 +145,7 @@ def _count_stranded(ctx: Context, flow: MirrorFlow, state: FailoverState) -> tup
 
 def stranded(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Count the records stranded on the source; refuse unless ``--stranded`` says what to do."""
-    work = pending(ctx)
+    work = pending(ctx, before_restart=True)
     if not work:
         return _nothing(ctx)
     outcomes, choice = [], ctx.options.stranded
@@ -208,7 +218,7 @@ def _copy_plan(ctx: Context, flow: MirrorFlow, state: FailoverState) -> list[Bac
 
 def begin(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Record ``failing-back`` with each partition's copy start: from here on a re-run resumes."""
-    work = pending(ctx)
+    work = pending(ctx, before_restart=True)
     if not work:
         return _nothing(ctx)
     outcomes = []
@@ -220,10 +230,8 @@ def begin(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         plan = _copy_plan(ctx, flow, state)
         decided = ctx.facts.get(STRANDED, {}).get(flow.name) or ctx.facts.get(REBUILD, {}).get(flow.name)
         choice = (ctx.options.stranded or "") if decided else ""
-        new = FailoverState(state.flow, "failing-back", state.mode, state.source, state.target, state.started_at,
-                            state.completed_at, state.positions, state.spec,
-                            tuple((p.dr_topic, p.partition, p.dr_start, p.topic, p.source_start) for p in plan),
-                            choice)
+        new = replace(state, phase="failing-back", stranded=choice,
+                      failback=tuple((p.dr_topic, p.partition, p.dr_start, p.topic, p.source_start) for p in plan))
         if not ctx.options.check:
             write_state(ctx.state.cluster(flow.target), new, ctx.secrets)
         verb = "would record" if ctx.options.check else "recorded"
@@ -238,7 +246,7 @@ def rebuild(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     is recorded: a run interrupted after the delete finds the topic gone or empty and, with
     ``--stranded=rebuild`` again, recreates it; once recorded, the copy fills it."""
     outcomes = []
-    for flow, state in pending(ctx):
+    for flow, state in pending(ctx, before_restart=True):
         chosen = sorted(ctx.facts.get(REBUILD, {}).get(flow.name, ())) if state.phase != "failing-back" else []
         if not chosen:
             outcomes.append(Outcome("ok", flow.source, f"{flow.name}: nothing to rebuild", flow=flow.name))
@@ -282,7 +290,7 @@ def copy(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     checks that it no longer moves."""
     final = bool(args.get("final", False))
     outcomes = []
-    for flow, state in pending(ctx):
+    for flow, state in pending(ctx, before_restart=True):
         if state.phase != "failing-back" and not ctx.options.check:
             # Without the recorded copy start, a later run would take the copied records for
             # records stranded on the source.
@@ -342,7 +350,7 @@ def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Each group's DR offsets translated to the source exactly (walk by content from the
     nearest anchor: the forward syncs turned around before the switch, the copy's after it)."""
     outcomes = []
-    for flow, state in pending(ctx):
+    for flow, state in pending(ctx, before_restart=True):
         parts = {(p.dr_topic, p.partition): p for p in _copy_plan(ctx, flow, state)}
         rebuilt = {p.topic for p in parts.values() if p.source_start == 0 and state.stranded == "rebuild"}
         selected = _dr_groups(ctx, flow)
@@ -379,8 +387,8 @@ def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 def commit(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Commit the translated offsets on the source (inactive groups only, never backwards)."""
-    by_flow = {f.name: ts for f, _s in pending(ctx) for ts in [ctx.facts.get(BACK, {}).get(f.name, [])]}
-    flows = [f for f, _s in pending(ctx)]
+    flows = [f for f, _s in pending(ctx, before_restart=True)]
+    by_flow = {f.name: ctx.facts.get(BACK, {}).get(f.name, []) for f in flows}
     return commit_translations(ctx, flows, by_flow, to_source=True) if flows else _nothing(ctx)
 
 
@@ -412,23 +420,28 @@ def _write_forward_syncs(ctx: Context, flow: MirrorFlow, start: Mapping) -> None
 def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     """Start the forward mirror again from the source's end now: what came back is not mirrored twice."""
     work = pending(ctx)
-    if not work:
-        return _nothing(ctx)
-    flows = [f for f, _s in work]
-    up, seen = mirror.running(ctx, flows[0])
-    if ctx.state.engine == "spark" and up:
-        return [Outcome("ok", mirror.SPARK, f"forward mirror already running ({seen})")]
+    todo = [(f, s) for f, s in work if not s.restarted]
+    if not todo:
+        return [Outcome("ok", f.target, f"{f.name}: forward mirror restarted already", flow=f.name) for f, _s in work] \
+            or _nothing(ctx)
+    flows = [f for f, _s in todo]
     starts = {f.name: _forward_start(ctx, f) for f in flows}
-    verb = "would restart" if ctx.options.check else "restarted"
-    diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {s[0]}") for f in flows for (t, p), s in sorted(starts[f.name].items())[:20])
+    diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {s[0]}") for f in flows
+                 for (t, p), s in sorted(starts[f.name].items())[:20])
     if ctx.options.check:
         return [Outcome("changed", mirror.SPARK if ctx.state.engine == "spark" else f.target,
-                        f"{f.name}: {verb} the forward mirror from {flow_end(starts[f.name])}", diff, flow=f.name) for f in flows]
+                        f"{f.name}: would restart the forward mirror from {flow_end(starts[f.name])}", diff, flow=f.name)
+                for f in flows]
     for flow in flows:
         _write_forward_syncs(ctx, flow, starts[flow.name])
     if ctx.state.engine == "spark":
-        return [_restart_spark(ctx, flows, starts, float(args.get("timeout", START_TIMEOUT_S)), diff)]
-    return [_restart_connect(ctx, flow, starts[flow.name]) for flow in flows]
+        outcomes = [_restart_spark(ctx, flows, starts, float(args.get("timeout", START_TIMEOUT_S)), diff)]
+    else:
+        outcomes = [_restart_connect(ctx, flow, starts[flow.name]) for flow in flows]
+    for flow, state in todo:
+        write_state(ctx.state.cluster(flow.target), replace(state, restarted=True), ctx.secrets)
+    ctx.failover_states(refresh=True)
+    return outcomes
 
 
 def flow_end(start: Mapping) -> str:
@@ -441,6 +454,7 @@ def _restart_spark(ctx: Context, flows: list[MirrorFlow], starts: Mapping, timeo
     others = [f.name for f in ctx.state.mirrors if f not in flows and f.name in _all_states(ctx)]
     job = spark_job_config(ctx.state)
     checkpoints = _checkpoint_root(job)
+    deployment.stop(ctx.spark_state_dir)  # never reset a checkpoint under a running query
     for flow in flows:
         _reset_spark_flow(ctx, flow, job, checkpoints, starts[flow.name])
     if others:

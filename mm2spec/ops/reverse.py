@@ -33,8 +33,12 @@ from mm2spec.spec.model import MirrorFlow
 
 # MM2 creates its offset-syncs topics compacted with one partition; the reverse flow's is the same.
 SYNCS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
-# Progress is reported at most this often while a partition is copied.
+# Progress is reported at most this often while a partition is copied (the clock read every
+# PROGRESS_EVERY_RECORDS records).
 PROGRESS_EVERY_S = 1.0
+PROGRESS_EVERY_RECORDS = 5000
+# Records per fetch of the copy: larger than a translation's reads, a copy reads whole ranges.
+COPY_BATCH = 5000
 
 
 @dataclass(frozen=True)
@@ -152,33 +156,34 @@ def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], *, dry
             writer = ctx.client(RecordWriter, flow.source)
             syncs_writer = ctx.client(RecordWriter, flow.target)
             ctx.admin(flow.target).create_topic(syncs_topic(flow), 1, -1, SYNCS_TOPIC_CONFIGS, exist_ok=True)
-        _copy_partition(ctx, flow, result, dr.iterate(part.dr_topic, part.partition, start, dr_end), writer,
-                        syncs_writer, lag_max)
+        _copy_partition(ctx, flow, result, dr.messages(part.dr_topic, part.partition, start, dr_end, COPY_BATCH),
+                        writer, syncs_writer, lag_max)
         writer.flush()
         syncs_writer.flush()
     return results
 
 
-def _copy_partition(ctx: Context, flow: MirrorFlow, result: Copied, records: Iterable[Record], writer: RecordWriter,
+def _copy_partition(ctx: Context, flow: MirrorFlow, result: Copied, messages: Iterable, writer: RecordWriter,
                     syncs_writer: RecordWriter, lag_max: int) -> None:
+    """Copy one partition's messages in order, an offset sync at the start, at each gap in DR's
+    offsets and every ``lag_max`` records."""
     part = result.part
     expected, since_sync, shown = None, 0, time.monotonic()
-    for record in records:
-        target_offset = part.source_start + result.total
-        if expected is None or record.offset != expected or since_sync >= lag_max:
-            sync = OffsetSync(part.dr_topic, part.partition, record.offset, target_offset)
+    for message in messages:
+        offset = message.offset()
+        if offset != expected or since_sync >= lag_max:
+            sync = OffsetSync(part.dr_topic, part.partition, offset, part.source_start + result.total)
             syncs_writer.send_raw(syncs_topic(flow), sync.record_key(), sync.record_value())
             since_sync = 0
-        writer.send(part.topic, part.partition, record)
+        writer.send_message(part.topic, part.partition, message)
         result.now += 1
         since_sync += 1
-        expected = record.offset + 1
-        result.dr_next = expected
-        if time.monotonic() - shown >= PROGRESS_EVERY_S:
+        expected = offset + 1
+        if not result.now % PROGRESS_EVERY_RECORDS and time.monotonic() - shown >= PROGRESS_EVERY_S:
             shown = time.monotonic()
             ctx.progress(f"{flow.name}: {part.dr_topic}-{part.partition}: {result.now} records copied back "
-                         f"(DR offset {record.offset} of {result.dr_end})")
-    result.dr_next = max(result.dr_next, result.dr_end)
+                         f"(DR offset {offset} of {result.dr_end})")
+    result.dr_next = max(expected or 0, result.dr_end)
 
 
 def translation_anchors(part: BackPartition, forward: list[tuple[int, int]], reverse: list[tuple[int, int]],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from mm2spec.live.state import FailoverState, Record
+from mm2spec.live.state import FailoverState
 from mm2spec.mm2.records import OffsetSync
 from mm2spec.ops import reverse
 from mm2spec.ops.reverse import BackPartition, Copied, anchors, translation_anchors
@@ -29,11 +29,11 @@ def test_translation_anchors_turn_the_forward_syncs_around_before_the_switch():
 
 def test_the_failing_back_state_round_trips_through_json():
     state = FailoverState("f", "failing-back", "unplanned", "primary", "dr", 1, 2,
-                          (("orders", 0, -1, "orders", 100),), "spec", (("orders", 0, 100, "orders", 130),), "keep")
+                          (("orders", 0, -1, "orders", 100),), "spec", (("orders", 0, 100, "orders", 130),), "keep", True)
     assert FailoverState.from_json(state.to_json()) == state
     # A record written before failback existed reads back with no failback positions.
     old = state.to_json()
-    del old["failback"], old["stranded"]
+    del old["failback"], old["stranded"], old["forwardRestarted"]
     assert FailoverState.from_json(old).failback == ()
 
 
@@ -41,15 +41,16 @@ class _Writer:
     def __init__(self):
         self.sent: list = []
 
-    def send(self, topic, partition, record):
-        self.sent.append((topic, partition, record.offset))
+    def send_message(self, topic, partition, message):
+        self.sent.append((topic, partition, message.offset()))
 
     def send_raw(self, topic, key, value, partition=0):
         self.sent.append(OffsetSync.from_record(key, value))
 
 
-def _records(offsets):
-    return [Record("orders", 0, o, b"k", str(o).encode(), 1000 + o) for o in offsets]
+def _messages(offsets):
+    """Stand-ins for the client's messages: only what the copy reads of them."""
+    return [SimpleNamespace(offset=lambda o=o: o) for o in offsets]
 
 
 def test_the_copy_writes_a_sync_at_its_start_at_each_gap_and_every_lag_max_records():
@@ -58,7 +59,7 @@ def test_the_copy_writes_a_sync_at_its_start_at_each_gap_and_every_lag_max_recor
     ctx = SimpleNamespace(progress=lambda _text: None)
     flow = SimpleNamespace(name="f", source="primary", target="dr", separator=".")
     # DR offsets 100..104, a transaction marker at 105, then 106..111.
-    reverse._copy_partition(ctx, flow, result, _records([100, 101, 102, 103, 104, 106, 107, 108, 109, 110, 111]),
+    reverse._copy_partition(ctx, flow, result, _messages([100, 101, 102, 103, 104, 106, 107, 108, 109, 110, 111]),
                             writer, syncs, lag_max=4)
     assert [s[2] for s in writer.sent] == [100, 101, 102, 103, 104, 106, 107, 108, 109, 110, 111]
     assert [(s.upstream_offset, s.downstream_offset) for s in syncs.sent] == [(100, 130), (104, 134), (106, 135),
