@@ -46,30 +46,21 @@ class RecordWriter:
 
     def send(self, topic: str, partition: int, record: Record) -> None:
         """Queue a copy of ``record`` for ``topic``/``partition``: key, value, timestamp, headers."""
-        while True:
-            try:
-                self._producer.produce(topic, value=record.value, key=record.key, partition=partition,
-                                       timestamp=max(record.timestamp, 0), headers=list(record.headers) or None,
-                                       on_delivery=self._delivered)
-                break
-            except BufferError:  # the local queue is full: serve delivery reports, then retry
-                self._producer.poll(_QUEUE_FULL_POLL_S)
-            except KafkaException as exc:
-                raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": writing {topic}-{partition}: {exc}') from None
-        self._sent += 1
-        if self._sent % _POLL_EVERY == 0:
-            self._producer.poll(0)
+        self._produce(topic, partition, record.key, record.value, max(record.timestamp, 0), list(record.headers) or None)
 
     def send_message(self, topic: str, partition: int, message) -> None:
         """Queue a copy of a message as the client read it (``RecordReader.messages``)."""
         kind, stamp = message.timestamp()
+        self._produce(topic, partition, message.key(), message.value(), stamp if kind else 0, message.headers())
+
+    def _produce(self, topic: str, partition: int, key, value, timestamp: int, headers) -> None:
+        """One record into the client's queue; a full queue is drained, never dropped (timestamp 0: now)."""
         while True:
             try:
-                self._producer.produce(topic, value=message.value(), key=message.key(), partition=partition,
-                                       timestamp=stamp if kind else 0, headers=message.headers(),
-                                       on_delivery=self._delivered)
+                self._producer.produce(topic, value=value, key=key, partition=partition, timestamp=timestamp,
+                                       headers=headers, on_delivery=self._delivered)
                 break
-            except BufferError:
+            except BufferError:  # the local queue is full: serve delivery reports, then retry
                 self._producer.poll(_QUEUE_FULL_POLL_S)
             except KafkaException as exc:
                 raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": writing {topic}-{partition}: {exc}') from None

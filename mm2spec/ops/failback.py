@@ -39,7 +39,7 @@ from mm2spec.ops.offsets import TRANSLATIONS, Windows, commit_translations, exac
 from mm2spec.ops.report import Outcome
 from mm2spec.ops.reverse import BackPartition
 from mm2spec.ops.topology import MirroredPartition, offset_syncs, partitions
-from mm2spec.ops.translate import Anchor, Translation, align
+from mm2spec.ops.translate import Anchor, align
 from mm2spec.plan.desired import mirrored_groups
 from mm2spec.runtime import deployment
 from mm2spec.spec.model import MirrorFlow

@@ -8,18 +8,17 @@ independently of the playbook: by reading both clusters' records.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mm2spec.cli import main
 from mm2spec.live.dr_state import read_states
 from mm2spec.live.records import GroupOffsets, RecordReader, retrying
 from mm2spec.render import spark_job_config
@@ -30,6 +29,7 @@ from mm2spec.spec.model import Cluster
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from specs import spec_for  # noqa: E402
+from test_failover import _report, _run, _wait  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
@@ -91,25 +91,6 @@ def _offsets(pair, alias: str) -> dict:
     return {g: dict(s.offsets) for g, s in GroupOffsets(_cluster(pair, alias)).describe(GROUPS).items()}
 
 
-def _run(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out + "\n--- stderr ---\n" + out.err
-
-
-def _report(out: str) -> dict:
-    return json.loads(out.split("\n--- stderr ---\n")[0])
-
-
-def _wait(check, timeout: float, what: str, log: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while problems := check():
-        if time.monotonic() > deadline:
-            tail = log.read_text()[-3000:] if log and log.exists() else ""
-            raise AssertionError(f"timed out waiting for {what}: {problems}\n{tail}")
-        time.sleep(0.5)
-
-
 def _caught_up(pair, topic: str) -> list[str]:
     if topic not in AdminClient({"bootstrap.servers": pair.dr.bootstrap}).list_topics(timeout=30).topics:
         return [f"{topic} not on dr yet"]
@@ -133,7 +114,7 @@ def _setup(pair, tmp: Path, topic: str, name: str = NAME):
     spec = _spec(tmp, pair, topic, name)
     job = mirror.start(spark_job_config(load_desired_state(spec, None)), state_dir=tmp / "spark",
                        wait_running=START_TIMEOUT)
-    _wait(lambda: _caught_up(pair, topic), CATCH_UP_TIMEOUT, "the mirror to copy the seed records", Path(job.log_file))
+    _wait(lambda: _caught_up(pair, topic), CATCH_UP_TIMEOUT, "the mirror to copy the seed records", job)
     return spec
 
 
@@ -214,7 +195,7 @@ def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka
     # records that came back are not mirrored again (no loop).
     _produce(pair.primary.bootstrap, topic, 0, 30, "after")
     _wait(lambda: _caught_up(pair, topic), CATCH_UP_TIMEOUT, "the forward mirror to copy new records",
-          Path(state_dir) / "driver.log")
+          SimpleNamespace(log_file=Path(state_dir) / "driver.log"))
     assert sum(_ends(pair, "dr", topic)) == sum(dr_before) + 30
     for p in range(PARTITIONS):
         mirrored = [r.content() for r in _records(pair, "dr", topic, p, dr_before[p])]
