@@ -57,6 +57,9 @@ _RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CL
                    "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
 _RESOURCE_NAMES = {v: k for k, v in _RESOURCE_TYPES.items()}
 _PATTERNS = {"LITERAL": ResourcePatternType.LITERAL, "PREFIXED": ResourcePatternType.PREFIXED}
+#: The source of a config set on the topic itself. Read once: an Enum member's ``.value`` is a
+#: property lookup, and a plan over 10,000 topics compares it for every one of their 340,000 entries.
+_DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 
 
 SecretLookup = Callable[[str], "str | None"]
@@ -196,7 +199,7 @@ class KafkaAdmin:
             # Only what was set on the topic: broker defaults must never show as drift.
             result[resource.name] = {
                 key: entry.value for key, entry in entries.items()
-                if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not entry.is_sensitive
+                if entry.source == _DYNAMIC_TOPIC_CONFIG and not entry.is_sensitive
             }
         return result
 
