@@ -36,3 +36,11 @@ def test_pulumi_sdk_pin_matches_the_cli_version():
 
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'"pulumi=={versions()["PULUMI_VERSION"]}"' in pyproject
+
+
+def test_test_modules_have_unique_names():
+    """tests/ has no packages: pytest imports each test file by its base name, so a name used in
+    both unit/ and integration/ stops the whole run at collection."""
+    tests = Path(__file__).resolve().parents[1]
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
