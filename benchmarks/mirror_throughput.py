@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/mirror_throughput.py            # the full run (about an hour)
     .venv/bin/python benchmarks/mirror_throughput.py --rounds 1 --window 30 --sizes 100B   # a quick look
+    .venv/bin/python benchmarks/mirror_throughput.py --standalone-workers 2 --engines spark-alo \
+        --rounds 1 --sizes 100B --latency-seconds 0        # the job on a spark:// cluster (scale-out check)
 
 What is measured, and why it is fair:
 
@@ -21,8 +23,13 @@ What is measured, and why it is fair:
   offsets (ListOffsets with read_committed); transaction markers take one offset per partition
   per transaction (well under 0.1% here).
 * **CPU**: CPU-seconds of the engine's processes from /proc over the window (Spark: the driver's
-  process group -- Python driver, JVM, Python workers; MM2: the Connect worker JVM), so records
-  per CPU-second compare too. Brokers are not counted for either.
+  process group -- Python driver, JVM, Python workers -- and on a standalone cluster also its
+  master, workers and their executors; MM2: the Connect worker JVM), so records per CPU-second
+  compare too. Brokers are not counted for either.
+* **Scale-out** (``--standalone-workers N``): Spark runs on a ``spark://`` standalone cluster of N
+  workers started for the benchmark (each 1 core of the machine's 2 or more, one executor each,
+  the driver in client mode) instead of ``local[2]``; each Spark run reports the executors that
+  ran its tasks and how many each completed (from the workers' executor logs).
 * **Equal settings**: both engines get the same JVM heap (``--heap``: Spark's driver.memory, the
   Connect worker's -Xmx), the same parallelism (local[2] against tasks.max=2) and the same client
   settings (producer linger.ms/batch.size, consumer max.poll.records/max.partition.fetch.bytes:
@@ -62,6 +69,7 @@ from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 from mm2spec.dev import process  # noqa: E402
 from mm2spec.dev.config import connect_worker_properties  # noqa: E402
 from mm2spec.dev.connect import ConnectWorker  # noqa: E402
+from mm2spec.dev.spark import StandaloneCluster, start_standalone_cluster  # noqa: E402
 from mm2spec.runtime import deployment as mirror  # noqa: E402
 
 SIZES = {"100B": 100, "1KB": 1024}
@@ -85,6 +93,13 @@ LATENCY_DRAIN_S = 20.0
 #: batches after start-up take seconds (JIT, clients created), which is start-up, not steady state.
 LATENCY_WARMUP_S = 20.0
 CONNECT_READY_TIMEOUT_S = 180.0
+#: Cores of a standalone cluster, split over its workers (at least one each): those of local[2].
+STANDALONE_CORES = 2
+#: Each standalone executor's heap: Spark's minimum (450m) with a margin. The tasks stream the
+#: records they copy and hold none, so two executors need no more than local[2]'s one JVM does.
+STANDALONE_EXECUTOR_MEMORY = "512m"
+#: Three JVMs (master, workers) starting on two shared cores, before the first Spark run.
+STANDALONE_START_TIMEOUT_S = 300.0
 
 
 def log(message: str) -> None:
@@ -153,8 +168,8 @@ class EndOffsets:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(process_group: int) -> float:
-    """User + system CPU of every live process in ``process_group`` (and their reaped children)."""
+def cpu_seconds(process_groups: set[int]) -> float:
+    """User + system CPU of every live process in ``process_groups`` (and their reaped children)."""
     total = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -163,7 +178,7 @@ def cpu_seconds(process_group: int) -> float:
             fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == process_group:  # field 5 of stat: pgrp
+        if int(fields[2]) in process_groups:  # field 5 of stat: pgrp
             total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
     return total / CLOCK_TICKS
 
@@ -190,18 +205,39 @@ class Run:
     profile: dict | None = None
     """Spark: the last steady-state batch's phases (Spark's durationMs, the job's split of the
     write) and the writer's producer metrics, from the status file at the end of the window."""
+    master: str | None = None
+    """Spark: where the job ran (``local[2]``, ``spark://...``)."""
+    executors: list | None = None
+    """Spark on a standalone cluster: per executor of the run, its worker and completed tasks."""
+
+
+def standalone_cores_per_worker(workers: int) -> int:
+    return max(1, STANDALONE_CORES // workers)
 
 
 class SparkEngine:
-    def __init__(self, name: str, workdir: Path, heap: str, master: str):
-        self.name, self.workdir, self.heap, self.master = name, workdir, heap, master
+    """The Spark job on ``master``, or on ``cluster`` (a standalone cluster) with one executor per
+    worker."""
+
+    def __init__(self, name: str, workdir: Path, heap: str, master: str, cluster: StandaloneCluster | None = None):
+        self.name, self.workdir, self.heap, self.cluster = name, workdir, heap, cluster
+        self.master = cluster.master_url if cluster else master
         self.exactly_once = name == "spark-eos"
         self.deployment = None
+        self.apps_before: set[str] = set()
+
+    def executor_settings(self) -> dict:
+        """On a standalone cluster: one executor per worker, with all of the worker's cores."""
+        if not self.cluster:
+            return {}
+        workers = len(self.cluster.worker_dirs)
+        return {"executor.instances": workers, "executor.cores": standalone_cores_per_worker(workers),
+                "executor.memory": STANDALONE_EXECUTOR_MEMORY}
 
     def start(self, primary: str, dr: str, alias: str, topics: str) -> None:
         job = {
             "apiVersion": "mm2spec/v1", "name": f"bench-{alias}", "environment": "bench",
-            "spark": {"master": self.master, "driver.memory": self.heap,
+            "spark": {"master": self.master, "driver.memory": self.heap, **self.executor_settings(),
                       "checkpoint.location": str(self.workdir / alias / "checkpoints")},
             "flows": [{
                 "name": f"{alias}-to-dr", "source.cluster.alias": alias, "target.cluster.alias": "dr",
@@ -213,10 +249,18 @@ class SparkEngine:
                 "exactly.once.source.support": "enabled" if self.exactly_once else "disabled",
             }],
         }
+        if self.cluster:
+            self.apps_before = {run.app for run in self.cluster.executors()}
         self.deployment = mirror.start(job, state_dir=self.workdir / alias / "state", wait_running=600)
 
-    def process_group(self) -> int:
-        return self.deployment.pid
+    def process_groups(self) -> set[int]:
+        return {self.deployment.pid, *(self.cluster.process_groups() if self.cluster else ())}
+
+    def executors(self) -> list | None:
+        """The executors of this run's application (after stop(): their logs are complete)."""
+        if not self.cluster:
+            return None
+        return [asdict(run) for run in self.cluster.executors() if run.app not in self.apps_before]
 
     def batches(self) -> int | None:
         flows = mirror.status(self.deployment).flows or {}
@@ -235,6 +279,8 @@ class SparkEngine:
 class Mm2Engine:
     """MirrorSourceConnector, tasks.max=2, on a Connect worker of its own (started per run, as the
     Spark job is; exactly-once needs the worker-level setting)."""
+
+    master = None  # no Spark
 
     def __init__(self, name: str, workdir: Path, heap: str, dr_spec):
         self.name, self.workdir, self.heap, self.dr_spec = name, workdir, heap, dr_spec
@@ -278,13 +324,16 @@ class Mm2Engine:
         except urllib.error.HTTPError as refused:
             raise RuntimeError(f"{self.name}: Connect refused the connector: {refused.read().decode()[:2000]}") from None
 
-    def process_group(self) -> int:
-        return self.proc.pid
+    def process_groups(self) -> set[int]:
+        return {self.proc.pid}
 
     def batches(self) -> int | None:
         return None
 
     def profile(self) -> dict | None:
+        return None
+
+    def executors(self) -> list | None:
         return None
 
     def stop(self) -> None:
@@ -312,7 +361,7 @@ def sample_until(engine, ends: EndOffsets, done) -> list[Sample]:
         now = time.monotonic()
         if now - batches_at >= 1.0:  # the status file changes once per second
             batches, batches_at = engine.batches(), now
-        samples.append(Sample(now, ends.total(), cpu_seconds(engine.process_group()), batches))
+        samples.append(Sample(now, ends.total(), cpu_seconds(engine.process_groups()), batches))
         next_at += SAMPLE_EVERY_S
         time.sleep(max(0.0, next_at - time.monotonic()))
     return samples
@@ -358,6 +407,7 @@ def measure_throughput(engine, primary: str, dr: str, size: str, backlog: int, a
     finally:
         engine.stop()
         delete_topics(dr, f"{alias}.")
+    run.master, run.executors = engine.master, engine.executors()
     run.exhausted = samples[-1].total >= backlog * 0.98
     window = [s for s in samples if s.total < backlog * 0.98] or samples
     run.window_s = window[-1].t - window[0].t
@@ -494,9 +544,19 @@ def print_tables(runs: list[Run], latency: list[Run]) -> None:
     for r in runs:
         if r.profile and r.round == max(x.round for x in runs):
             print(f"profile {r.size} {r.engine} (last batch of the window): {json.dumps(r.profile, sort_keys=True)}")
+    for r in runs:
+        if r.master:
+            print(f"{r.size} {r.engine} round {r.round} ran on {r.master}: {describe_executors(r.executors)}")
     flagged = [f"{r.size} {r.engine} round {r.round}" for r in runs if r.exhausted]
     if flagged:
         print("backlog reached before the window ended (window cut there): " + "; ".join(flagged))
+
+
+def describe_executors(executors: list | None) -> str:
+    if executors is None:
+        return "the tasks ran in the driver's JVM"
+    parts = [f"worker {e['worker']} executor {e['executor']} {e['tasks']:,} tasks" for e in executors]
+    return f"{len(executors)} executors on {len({e['worker'] for e in executors})} workers: " + ", ".join(parts)
 
 
 # ------------------------------------------------------------------------------------ main
@@ -512,11 +572,28 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--backlog-scale", type=float, default=1.0, help="scale the backlog (e.g. 0.2 for short windows)")
     parser.add_argument("--heap", default="1g", help="JVM heap of both engines")
     parser.add_argument("--master", default="local[2]", help="Spark master (e.g. a spark:// standalone cluster)")
+    parser.add_argument("--standalone-workers", type=int, default=0, metavar="N",
+                        help="run Spark on a standalone cluster of N workers started here (instead of --master)")
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="0: no latency runs")
     parser.add_argument("--latency-rate", type=float, help="records/s of the latency runs (default: half of MM2's)")
     parser.add_argument("--workdir")
     parser.add_argument("--json", help="write every run to this file")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.standalone_workers < 0:
+        parser.error("--standalone-workers must be 0 (no cluster) or more")
+    if args.standalone_workers and args.master != parser.get_default("master"):
+        parser.error("give --master or --standalone-workers, not both")
+    return args
+
+
+def start_cluster(workdir: Path, workers: int) -> StandaloneCluster:
+    cores = standalone_cores_per_worker(workers)
+    log(f"starting a Spark standalone cluster: {workers} workers, {cores} cores and "
+        f"{STANDALONE_EXECUTOR_MEMORY} each; load average {load_average():.1f}")
+    cluster = start_standalone_cluster(workdir / "spark-standalone", workers=workers, cores=cores,
+                                       memory=STANDALONE_EXECUTOR_MEMORY, timeout=STANDALONE_START_TIMEOUT_S)
+    log(f"Spark master {cluster.master_url}")
+    return cluster
 
 
 def main() -> int:
@@ -527,15 +604,18 @@ def main() -> int:
     stack = DevStack(workdir / "dev", ports=DevPorts.free(), tie_to_parent=True, echo=lambda line: None)
     state = stack.up(with_connect=False, timeout=300)
     primary, dr = state.primary.bootstrap, state.dr.bootstrap
+    cluster = None
 
     def engine_of(name: str):
         if name.startswith("spark"):
-            return SparkEngine(name, workdir / "runs", args.heap, args.master)
+            return SparkEngine(name, workdir / "runs", args.heap, args.master, cluster)
         return Mm2Engine(name, workdir / "runs", args.heap, state.dr)
 
     runs: list[Run] = []
     latency: list[Run] = []
     try:
+        if args.standalone_workers:
+            cluster = start_cluster(workdir, args.standalone_workers)
         for size in sizes:
             backlog = int(BACKLOG[size] * args.backlog_scale)
             topic = f"bench-{size.lower()}"
@@ -552,9 +632,13 @@ def main() -> int:
                     log(f"{size} round {round_no} {name}: {run.records_per_s:,.0f} rec/s over {run.window_s:.0f}s"
                         f" ({run.batches if run.batches is not None else '-'} batches), {run.cpu_s_per_s:.2f} CPU-s/s,"
                         f" load {run.load}{' BACKLOG REACHED' if run.exhausted else ''}")
+                    if run.master:
+                        log(f"  on {run.master}: {describe_executors(run.executors)}")
             if args.latency_seconds > 0:
                 latency += latency_runs(engines, engine_of, primary, dr, size, runs, args)
     finally:
+        if cluster:
+            cluster.stop()
         stack.down()
         if args.json:
             Path(args.json).write_text(json.dumps({"throughput": [asdict(r) for r in runs],
