@@ -125,6 +125,29 @@ class RecordReader:
                 yield message
         self._consumer.unassign()
 
+    def around(self, topic: str, partition: int, positions: Iterable[int], lookback: int = 64,
+               batch: int = 5000) -> dict[int, tuple[Record | None, Record | None]]:
+        """For each offset of ``positions``: the last record before it (within ``lookback`` offsets
+        of the lowest) and the first record at or after it, from one sequential read of the span
+        (many positions on one partition cost one pass, not a read each)."""
+        wanted = sorted(set(positions))
+        found: dict[int, tuple[Record | None, Record | None]] = {}
+        if not wanted:
+            return found
+        low, high = self.watermarks(topic, partition)
+        last, index = None, 0
+        for message in self.messages(topic, partition, max(low, wanted[0] - lookback), min(high, wanted[-1] + 1), batch):
+            while index < len(wanted) and wanted[index] <= message.offset():
+                found[wanted[index]] = (last, _record(message))
+                index += 1
+            if index == len(wanted):
+                break
+            # Only records that may be the last one before the next position become Records.
+            last = _record(message) if message.offset() + lookback >= wanted[index] else None
+        for position in wanted[index:]:
+            found[position] = (last, None)
+        return found
+
     def last_record(self, topic: str, partition: int, end: int | None = None, lookback: int = 50) -> Record | None:
         """The last record before ``end`` (default: the partition's end), looking back past
         transaction markers up to ``lookback`` offsets."""

@@ -86,6 +86,10 @@ class FailoverState:
     stranded: str = ""
     """Phase ``failing-back``: what was done with records stranded on the source (``keep``,
     ``rebuild``, or empty when there were none)."""
+    syncs_from: int = 0
+    """Phase ``failing-back``: the reverse offset-syncs topic's end when the failback began; only
+    syncs from there on belong to this failback's copy (an earlier failback's map DR offsets
+    to records the source may no longer hold)."""
     restarted: bool = False
     """Phase ``failing-back``: the forward mirror was reset to the source's end (and started);
     the copy, translation and commit are done."""
@@ -98,7 +102,7 @@ class FailoverState:
                               for t, p, s, dt, d in self.positions],
                 "failback": [{"drTopic": dt, "partition": p, "drStart": d, "topic": t, "sourceStart": s}
                              for dt, p, d, t, s in self.failback],
-                "stranded": self.stranded, "forwardRestarted": self.restarted}
+                "stranded": self.stranded, "reverseSyncsFrom": self.syncs_from, "forwardRestarted": self.restarted}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "FailoverState":
@@ -108,4 +112,5 @@ class FailoverState:
                                    for p in data.get("positions", ())), spec=data.get("spec", ""),
                    failback=tuple((p["drTopic"], int(p["partition"]), int(p["drStart"]), p["topic"], int(p["sourceStart"]))
                                   for p in data.get("failback", ())),
-                   stranded=data.get("stranded", ""), restarted=bool(data.get("forwardRestarted", False)))
+                   stranded=data.get("stranded", ""), syncs_from=int(data.get("reverseSyncsFrom", 0)),
+                   restarted=bool(data.get("forwardRestarted", False)))

@@ -39,7 +39,7 @@ from mm2spec.ops.offsets import TRANSLATIONS, Windows, commit_translations, exac
 from mm2spec.ops.report import Outcome
 from mm2spec.ops.reverse import BackPartition
 from mm2spec.ops.topology import MirroredPartition, offset_syncs, partitions
-from mm2spec.ops.translate import Anchor, align
+from mm2spec.ops.translate import Anchor, Translation, align
 from mm2spec.plan.desired import mirrored_groups
 from mm2spec.runtime import deployment
 from mm2spec.spec.model import MirrorFlow
@@ -230,7 +230,7 @@ def begin(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         plan = _copy_plan(ctx, flow, state)
         decided = ctx.facts.get(STRANDED, {}).get(flow.name) or ctx.facts.get(REBUILD, {}).get(flow.name)
         choice = (ctx.options.stranded or "") if decided else ""
-        new = replace(state, phase="failing-back", stranded=choice,
+        new = replace(state, phase="failing-back", stranded=choice, syncs_from=reverse.syncs_end(ctx, flow),
                       failback=tuple((p.dr_topic, p.partition, p.dr_start, p.topic, p.source_start) for p in plan))
         if not ctx.options.check:
             write_state(ctx.state.cluster(flow.target), new, ctx.secrets)
@@ -301,13 +301,19 @@ def copy(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
         passes, results = 0, []
         while True:
             passes += 1
-            results = reverse.copy_pass(ctx, flow, parts, dry_run=ctx.options.check, fresh=_not_rebuilt_yet(ctx, flow, state))
+            results = reverse.copy_pass(ctx, flow, parts, _syncs_from(ctx, flow, state), dry_run=ctx.options.check,
+                                        fresh=_not_rebuilt_yet(ctx, flow, state))
             behind = _behind(ctx, flow, results)
             if ctx.options.check or (behind == 0 if final else behind < CAUGHT_UP_RECORDS) or passes >= MAX_PASSES:
                 break
         ctx.facts.setdefault(COPIED, {})[flow.name] = results
         outcomes.append(_copy_outcome(ctx, flow, results, behind, final, passes, time.monotonic() - start))
     return outcomes or _nothing(ctx)
+
+
+def _syncs_from(ctx: Context, flow: MirrorFlow, state: FailoverState) -> int:
+    """Where this failback's reverse syncs start (check mode before the record exists: the end now)."""
+    return state.syncs_from if state.phase == "failing-back" else reverse.syncs_end(ctx, flow)
 
 
 def _not_rebuilt_yet(ctx: Context, flow: MirrorFlow, state: FailoverState) -> set[str]:
@@ -356,15 +362,19 @@ def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         selected = _dr_groups(ctx, flow)
         described = ctx.client(GroupOffsets, flow.target).describe(selected)
         forward = {} if all(p.topic in rebuilt for p in parts.values()) else offset_syncs(ctx, flow)
-        back = reverse.reverse_syncs(ctx, flow)
+        back = reverse.reverse_syncs(ctx, flow, _syncs_from(ctx, flow, state))
         dr = Windows(ctx.client(RecordReader, flow.target, read_committed=True))
         source = Windows(ctx.client(RecordReader, flow.source))
         found = []
         later = _not_rebuilt_yet(ctx, flow, state)
         wanted = [(g, parts[tp], o) for g in selected for tp, o in sorted(described[g].offsets.items())
                   if tp in parts and parts[tp].topic not in later]
-        for index, (group, part, committed) in enumerate(wanted):
-            ctx.progress(f"{flow.name}: translating back {index + 1}/{len(wanted)}: {group} {part.dr_topic}-{part.partition}")
+        copied = [w for w in wanted if w[2] >= w[1].dr_start]
+        found += _translate_copied(ctx, flow, copied, back)
+        walked = [w for w in wanted if w[2] < w[1].dr_start]
+        for index, (group, part, committed) in enumerate(walked):
+            ctx.progress(f"{flow.name}: translating back {index + 1}/{len(walked)} from before the switch: {group} "
+                         f"{part.dr_topic}-{part.partition}")
             anchors = reverse.translation_anchors(part, forward.get((part.topic, part.partition), []),
                                                   back.get((part.dr_topic, part.partition), []), part.topic in rebuilt)
             found.append(exact_translation(group, MirroredPartition(part.dr_topic, part.partition, part.topic),
@@ -383,6 +393,57 @@ def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
                                 f"partitions translated to {flow.source} (exact); {skipped} skipped, {reread} re-read",
                                 flow=flow.name))
     return outcomes or _nothing(ctx)
+
+
+def _translate_copied(ctx: Context, flow: MirrorFlow, wanted: list, back: Mapping) -> list[Translation]:
+    """Groups positioned in what the copy wrote: the copy's anchors give the offset, and the
+    records before and at it on both clusters (one sequential read per partition and side) check
+    it: the group's last consumed record is the one before, its next record the one at it."""
+    by_part: dict[BackPartition, list[tuple[str, int]]] = {}
+    for group, part, committed in wanted:
+        by_part.setdefault(part, []).append((group, committed))
+    dr = ctx.client(RecordReader, flow.target, read_committed=True)
+    source = ctx.client(RecordReader, flow.source)
+    found = []
+    for index, (part, positions) in enumerate(sorted(by_part.items(), key=lambda item: (item[0].dr_topic, item[0].partition))):
+        ctx.progress(f"{flow.name}: translating back {part.dr_topic}-{part.partition} ({index + 1}/{len(by_part)}, "
+                     f"{len(positions)} groups)")
+        source_end = source.watermarks(part.topic, part.partition)[1]
+        anchors = reverse.anchors(part, back.get((part.dr_topic, part.partition), []))
+        # Check mode writes nothing: a position the copy has not reached yet lands where the copy
+        # would write it (no gap assumed), unverified.
+        reach = float("inf") if ctx.options.check else source_end
+        landed = {o: int(reverse.copied_offset(part, anchors, o, reach)) for _g, o in positions}
+        on_dr = dr.around(part.dr_topic, part.partition, landed)
+        on_source = source.around(part.topic, part.partition, landed.values())
+        for group, committed in positions:
+            if landed[committed] > source_end:
+                found.append(Translation(group=group, topic=part.dr_topic, partition=part.partition,
+                                         target_topic=part.topic, committed=committed, dr_offset=landed[committed],
+                                         method="exact", note="check mode: where the copy will put it (not yet verified)"))
+                continue
+            (dr_before, dr_next), (src_before, src_next) = on_dr[committed], on_source[landed[committed]]
+            # At the copy start the record before may be a stranded one kept on the source: the
+            # group consumed nothing since the switch, so it resumes at the copy's first record.
+            verified = committed == part.dr_start or _same(dr_before, src_before)
+            skipped = 0 if _same(dr_next, src_next) else -1
+            exact = verified and not skipped  # else nothing is committed: the run stops, saying why
+            found.append(Translation(group=group, topic=part.dr_topic, partition=part.partition, target_topic=part.topic,
+                                     committed=committed, dr_offset=landed[committed] if exact else None, method="exact",
+                                     skipped=skipped, reread=0 if verified else -1, verified=verified and not skipped,
+                                     note="" if exact else
+                                     f"DR offset {committed} lands at {landed[committed]} on {flow.source} (anchors "
+                                     f"{anchors[:3]}...), but the records around it differ: DR {_show(dr_before)}, "
+                                     f"{_show(dr_next)}; {flow.source} {_show(src_before)}, {_show(src_next)}"))
+    return found
+
+
+def _show(record) -> str:
+    return "none" if record is None else f"@{record.offset} ts {record.timestamp}"
+
+
+def _same(a, b) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and a.content() == b.content())
 
 
 def commit(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:

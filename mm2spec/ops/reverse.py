@@ -18,6 +18,7 @@ records, so a group's DR offset translates exactly with a short walk.
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -81,12 +82,22 @@ def syncs_topic(flow: MirrorFlow) -> str:
     return policy.offset_syncs_topic(flow.target, flow.source, "source", flow.separator)
 
 
-def reverse_syncs(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], list[tuple[int, int]]]:
-    """Every reverse offset sync (DR offset, source offset) per DR partition, in the order written."""
+def syncs_end(ctx: Context, flow: MirrorFlow) -> int:
+    """The reverse offset-syncs topic's end now (0 when it does not exist yet)."""
+    if not ctx.admin(flow.target).topics([syncs_topic(flow)], with_configs=False):
+        return 0
+    return ctx.client(RecordReader, flow.target).watermarks(syncs_topic(flow), 0)[1]
+
+
+def reverse_syncs(ctx: Context, flow: MirrorFlow, since: int) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """The reverse offset syncs (DR offset, source offset) per DR partition written at or after
+    offset ``since`` of the syncs topic (by this failback), in the order written."""
     found: dict[tuple[str, int], list[tuple[int, int]]] = {}
     if not ctx.admin(flow.target).topics([syncs_topic(flow)], with_configs=False):
         return found
-    for record in ctx.client(RecordReader, flow.target).read_topic(syncs_topic(flow)):
+    reader = ctx.client(RecordReader, flow.target)
+    low, high = reader.watermarks(syncs_topic(flow), 0)
+    for record in reader.iterate(syncs_topic(flow), 0, max(low, since), high):
         sync = OffsetSync.from_record(record.key, record.value)
         found.setdefault((sync.topic, sync.partition), []).append((sync.upstream_offset, sync.downstream_offset))
     return found
@@ -128,13 +139,13 @@ def read_upto(reader: RecordReader, topic: str, partition: int, start: int, end:
 GAP_SLACK = 64
 
 
-def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], *, dry_run: bool,
+def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], syncs_from: int, *, dry_run: bool,
               fresh: set[str] = frozenset()) -> list[Copied]:
     """Copy every partition up to DR's end now; with ``dry_run`` only count what would be copied
     (topics in ``fresh`` counted as if empty: a check of a rebuild deletes nothing)."""
     dr = ctx.client(RecordReader, flow.target, read_committed=True)
     source = ctx.client(RecordReader, flow.source)
-    syncs = reverse_syncs(ctx, flow)
+    syncs = reverse_syncs(ctx, flow, syncs_from)
     results = []
     writer = syncs_writer = None
     lag_max = max(1, flow.offset_lag_max)
@@ -193,3 +204,16 @@ def translation_anchors(part: BackPartition, forward: list[tuple[int, int]], rev
     changed) and the reverse copy's anchors (after it)."""
     before = [] if rebuilt else [(d, u) for u, d in forward if d < part.dr_start and u < part.source_start]
     return sorted(set(before) | set(anchors(part, reverse)))
+
+
+def copied_offset(part: BackPartition, anchors_in_copy: list[tuple[int, int]], committed: int, source_end: int) -> int:
+    """Where a DR offset at or after the copy start lands on the source. The copy writes each DR
+    record once, in order, with an anchor at every gap in DR's offsets, so between two anchors
+    the offsets advance together; a position inside a gap (a transaction marker) or past DR's last
+    record lands on the next anchor, or the source's end."""
+    i = bisect.bisect_right(anchors_in_copy, (committed, float("inf"))) - 1
+    u, d = anchors_in_copy[max(i, 0)]
+    landed = d + (committed - u)
+    if i + 1 < len(anchors_in_copy):
+        landed = min(landed, anchors_in_copy[i + 1][1])
+    return min(landed, source_end)

@@ -29,11 +29,11 @@ def test_translation_anchors_turn_the_forward_syncs_around_before_the_switch():
 
 def test_the_failing_back_state_round_trips_through_json():
     state = FailoverState("f", "failing-back", "unplanned", "primary", "dr", 1, 2,
-                          (("orders", 0, -1, "orders", 100),), "spec", (("orders", 0, 100, "orders", 130),), "keep", True)
+                          (("orders", 0, -1, "orders", 100),), "spec", (("orders", 0, 100, "orders", 130),), "keep", 42, True)
     assert FailoverState.from_json(state.to_json()) == state
     # A record written before failback existed reads back with no failback positions.
     old = state.to_json()
-    del old["failback"], old["stranded"], old["forwardRestarted"]
+    del old["failback"], old["stranded"], old["reverseSyncsFrom"], old["forwardRestarted"]
     assert FailoverState.from_json(old).failback == ()
 
 
@@ -65,3 +65,11 @@ def test_the_copy_writes_a_sync_at_its_start_at_each_gap_and_every_lag_max_recor
     assert [(s.upstream_offset, s.downstream_offset) for s in syncs.sent] == [(100, 130), (104, 134), (106, 135),
                                                                               (110, 139)]
     assert result.now == 11 and result.dr_next == 112
+
+
+def test_a_dr_offset_in_the_copy_lands_by_the_anchors_gaps_and_ends_included():
+    anchors_in_copy = [(100, 130), (106, 135)]  # DR offset 105 is a transaction marker
+    assert [reverse.copied_offset(PART, anchors_in_copy, o, 150) for o in (100, 103, 105, 106, 110)] == \
+        [130, 133, 135, 135, 139]
+    assert reverse.copied_offset(PART, anchors_in_copy, 130, 150) == 150  # trailing markers: the source's end
+    assert reverse.copied_offset(PART, [(100, 130)], 100, 130) == 130  # nothing copied yet
