@@ -137,6 +137,8 @@ def _assert_groups_resume_exactly(pair, topic: str, dr_offsets: dict) -> None:
     with RecordReader(_cluster(pair, "primary")) as src, RecordReader(_cluster(pair, "dr")) as dr:
         for group, offsets in dr_offsets.items():
             for (t, partition), offset in offsets.items():
+                if t != topic:  # the groups also consumed the other test's topic
+                    continue
                 resume = source[group][(t, partition)]
                 consumed = dr.read(topic, partition, offset - 1, offset)
                 assert src.read(topic, partition, resume - 1, resume)[0].content() == consumed[0].content(), (group, partition)
