@@ -147,10 +147,11 @@ def _assert_groups_resume_exactly(pair, topic: str, dr_offsets: dict) -> None:
                 assert [r.content() for r in after] == [r.content() for r in following], (group, partition)
 
 
-def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka_pair, tmp_path, capsys):
+def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka_pair, tmp_path, capsys, request):
     pair, topic = kafka_pair, "fb-orders"
-    spec = _setup(pair, tmp_path, topic)
     state_dir = str(tmp_path / "spark")
+    request.addfinalizer(lambda: mirror.stop(state_dir))  # the job the failback restarts, also when a check fails
+    spec = _setup(pair, tmp_path, topic)
     code, out = _run(capsys, "failover", str(spec), "--state-dir", state_dir)
     assert code == 0, out
     switch_primary, switch_dr = _ends(pair, "primary", topic), _ends(pair, "dr", topic)
@@ -221,10 +222,11 @@ def _strand(pair, spec: Path, state_dir: str, topic: str, capsys) -> list[int]:
     return [e - b for e, b in zip(_ends(pair, "primary", topic), primary_before)]
 
 
-def test_stranded_records_refused_then_kept_then_rebuilt(kafka_pair, tmp_path, capsys):
+def test_stranded_records_refused_then_kept_then_rebuilt(kafka_pair, tmp_path, capsys, request):
     pair, topic = kafka_pair, "fb-stranded"
-    spec = _setup(pair, tmp_path, topic, name=f"{NAME}-stranded")
     state_dir = str(tmp_path / "spark")
+    request.addfinalizer(lambda: mirror.stop(state_dir))
+    spec = _setup(pair, tmp_path, topic, name=f"{NAME}-stranded")
     args = ("failback", str(spec), "--state-dir", state_dir)
     stranded = _strand(pair, spec, state_dir, topic, capsys)
     _clients_on_dr(pair, topic, random.Random(6))
