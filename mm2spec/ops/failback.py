@@ -40,6 +40,7 @@ from mm2spec.ops.report import Outcome
 from mm2spec.ops.reverse import BackPartition
 from mm2spec.ops.topology import MirroredPartition, offset_syncs, partitions
 from mm2spec.ops.translate import Anchor, Translation, align
+from mm2spec.plan.build import read_failover_states
 from mm2spec.plan.desired import mirrored_groups
 from mm2spec.runtime import deployment
 from mm2spec.spec.model import MirrorFlow
@@ -48,8 +49,6 @@ STRANDED = "stranded"
 """Fact: per flow, {(source topic, partition): records stranded on the source}."""
 REBUILD = "rebuild"
 """Fact: per flow, the source topics to rebuild from DR."""
-COPIED = "copied back"
-"""Fact: per flow, the reverse copy's results (``reverse.Copied``)."""
 BACK = "translations back"
 """Fact: per flow, each group's DR offsets translated to the source."""
 CHOICES = ("keep", "rebuild")
@@ -306,7 +305,6 @@ def copy(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
             behind = _behind(ctx, flow, results)
             if ctx.options.check or (behind == 0 if final else behind < CAUGHT_UP_RECORDS) or passes >= MAX_PASSES:
                 break
-        ctx.facts.setdefault(COPIED, {})[flow.name] = results
         outcomes.append(_copy_outcome(ctx, flow, results, behind, final, passes, time.monotonic() - start))
     return outcomes or _nothing(ctx)
 
@@ -512,7 +510,8 @@ def flow_end(start: Mapping) -> str:
 def _restart_spark(ctx: Context, flows: list[MirrorFlow], starts: Mapping, timeout: float, diff: tuple) -> Outcome:
     from mm2spec.render import spark_job_config
 
-    others = [f.name for f in ctx.state.mirrors if f not in flows and f.name in _all_states(ctx)]
+    recorded = read_failover_states(ctx.state)
+    others = [f.name for f in ctx.state.mirrors if f not in flows and f.name in recorded]
     job = spark_job_config(ctx.state)
     checkpoints = _checkpoint_root(job)
     deployment.stop(ctx.spark_state_dir)  # never reset a checkpoint under a running query
@@ -524,15 +523,6 @@ def _restart_spark(ctx: Context, flows: list[MirrorFlow], starts: Mapping, timeo
                        "(fail those back, or start it with mm2spec mirror)", diff)
     started = deployment.start(job, state_dir=ctx.spark_state_dir, wait_running=timeout)
     return Outcome("changed", mirror.SPARK, f"restarted the Spark job from the source's end (pid {started.pid})", diff)
-
-
-def _all_states(ctx: Context) -> set[str]:
-    from mm2spec.live.dr_state import read_states
-
-    found: set[str] = set()
-    for target in sorted({f.target for f in ctx.state.mirrors}):
-        found |= set(read_states(ctx.state.cluster(target), ctx.state.name, ctx.secrets))
-    return found
 
 
 def _checkpoint_root(job: Mapping) -> Path:
