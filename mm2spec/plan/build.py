@@ -1,7 +1,9 @@
 """``mm2spec plan``: desired state against the live clusters, as data.
 
-The planner reads each cluster a bounded number of times (one metadata + one batched DescribeConfigs
-for topics, one DescribeAcls per principal, one Connect request for every connector), compares with
+The planner reads each cluster a bounded number of times (a source: one metadata listing and one
+batched DescribeConfigs of the topics it mirrors; a target: one batched DescribeTopics and
+DescribeConfigs of the topics it should hold; one DescribeAcls per principal; one Connect request for
+every connector), all clusters at once, compares with
 the shared diff (``mm2spec.plan.diff``) and returns a ``Plan``. It never prints: ``mm2spec.plan.formats``
 renders a plan as text, markdown or JSON.
 """
@@ -17,7 +19,8 @@ from mm2spec.live.connect import ConnectClient
 from mm2spec.live.dr_state import read_states
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.state import FailoverState
-from mm2spec.plan.desired import DesiredResources, TopicSpec, desired_resources, snapshot_sources
+from mm2spec.plan.desired import (DesiredResources, TopicSpec, desired_resources, list_sources, topics_needing_configs,
+                                  with_configs)
 from mm2spec.plan.diff import FieldChange, diff_acls, diff_connector, diff_topic
 from mm2spec.plan.model import ClusterInfo, FlowSummary, Plan, ResourceChange
 from mm2spec.render import anchor_checkpoint, connectors, spark_job_config
@@ -66,16 +69,28 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectCli
     # Clusters are independent: read them concurrently (the clients wait on the network, not the GIL).
     infos = _each(cluster_info, aliases)
     by_alias = {i.alias: i for i in infos}
-    resources = desired_resources(state, snapshot_sources(state, lambda alias: admins[alias]))
-    notes: list[str] = []
-
-    def cluster_changes(alias: str) -> list[ResourceChange]:
-        found = _topic_changes(alias, [t for t in resources.topics if t.cluster == alias], admins[alias], by_alias[alias])
-        if state.manage_acls:
-            found += _acl_changes(state, alias, resources, admins[alias], by_alias[alias], notes)
-        return found
-
-    changes: list[ResourceChange] = [c for found in _each(cluster_changes, aliases) for c in found]
+    # The source listings name every resource; only the target topics' configs wait for the sources'
+    # configs. So the reads that take time (DescribeConfigs of thousands of topics on each side, the
+    # ACLs) all run at once instead of source then target.
+    listed = list_sources(state, lambda alias: admins[alias])
+    draft = desired_resources(state, listed)
+    needed = topics_needing_configs(state, listed)
+    with ThreadPoolExecutor(max_workers=2 * len(aliases) + len(needed)) as pool:
+        source_configs = {alias: pool.submit(admins[alias].topic_configs, names) for alias, names in needed.items()}
+        live = {alias: pool.submit(_live_topics, admins[alias], [t.name for t in draft.topics if t.cluster == alias])
+                for alias in aliases}
+        acl_notes: dict[str, list[str]] = {alias: [] for alias in aliases}
+        acls = {alias: pool.submit(_acl_changes, state, alias, draft, admins[alias], by_alias[alias], acl_notes[alias])
+                for alias in aliases if state.manage_acls}
+        sources = {alias: with_configs(listed[alias], future.result()) for alias, future in source_configs.items()}
+        resources = desired_resources(state, {**listed, **sources})
+        changes: list[ResourceChange] = []
+        for alias in aliases:
+            changes += _topic_changes(alias, [t for t in resources.topics if t.cluster == alias],
+                                      live[alias].result(), by_alias[alias])
+            if alias in acls:
+                changes += acls[alias].result()
+    notes: list[str] = [note for alias in aliases for note in acl_notes[alias]]
     failed_over = (failover_states or read_failover_states)(state)
     notes += failed_over_notes(failed_over)
     if state.engine == "connect":
@@ -106,10 +121,12 @@ def _each(fn, items: list) -> list:
         return list(pool.map(fn, items))
 
 
-def _topic_changes(alias: str, specs: list[TopicSpec], admin: KafkaAdmin, info: ClusterInfo) -> list[ResourceChange]:
-    if not specs:
-        return []
-    live = admin.topics(names=[s.name for s in specs])  # one DescribeTopics + one DescribeConfigs
+def _live_topics(admin: KafkaAdmin, names: list[str]):
+    """The named topics as they are (one DescribeTopics and one DescribeConfigs, both batched)."""
+    return admin.topics(names=names) if names else {}
+
+
+def _topic_changes(alias: str, specs: list[TopicSpec], live: Mapping, info: ClusterInfo) -> list[ResourceChange]:
     changes = []
     for spec in specs:
         change = diff_topic(spec.name, spec.partitions, dict(spec.configs), live.get(spec.name),

@@ -166,14 +166,52 @@ def desired_acls(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> 
 
 
 def snapshot_sources(state: DesiredState, admin_for) -> dict[str, SourceSnapshot]:
-    """Read every flow's source cluster once (topics with configs, groups when a flow mirrors groups).
+    """Read every flow's source cluster once: its topics, the configs of those a flow mirrors with
+    ``syncTopicConfigs`` (the only configs desired state uses), and its groups when a flow mirrors groups.
 
     ``admin_for(alias)`` returns a ``KafkaAdmin``; injected so tests and the Pulumi program choose
     how credentials are found.
     """
+    return with_source_configs(state, list_sources(state, admin_for), admin_for)
+
+
+def list_sources(state: DesiredState, admin_for) -> dict[str, SourceSnapshot]:
+    """Every flow's source cluster without topic configs: one metadata request (and one ListGroups).
+
+    Enough to name every resource (``desired_resources`` gives the right topic names and ACLs from
+    it); ``with_source_configs`` adds the configs the target topics copy."""
     snapshots = {}
     for alias in dict.fromkeys(flow.source for flow in state.mirrors):
         admin = admin_for(alias)
         need_groups = any(f.groups for f in state.mirrors if f.source == alias)
-        snapshots[alias] = SourceSnapshot(alias, admin.topics(), tuple(admin.groups()) if need_groups else ())
+        snapshots[alias] = SourceSnapshot(alias, admin.topics(with_configs=False),
+                                          tuple(admin.groups()) if need_groups else ())
     return snapshots
+
+
+def topics_needing_configs(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> dict[str, list[str]]:
+    """Per source alias, the topics whose configs desired state copies: those a flow mirrors with
+    ``syncTopicConfigs``. A source with none is absent."""
+    needed: dict[str, set[str]] = {}
+    for flow in state.mirrors:
+        if flow.sync_topic_configs:
+            needed.setdefault(flow.source, set()).update(mirrored_topics(flow, sources[flow.source].topics))
+    return {alias: sorted(names) for alias, names in needed.items() if names}
+
+
+def with_source_configs(state: DesiredState, sources: Mapping[str, SourceSnapshot], admin_for,
+                        names: Mapping[str, list[str]] | None = None) -> dict[str, SourceSnapshot]:
+    """``sources`` with the configs of the topics desired state copies (``topics_needing_configs``,
+    or ``names`` when given), read with one batched DescribeConfigs per source."""
+    wanted = topics_needing_configs(state, sources) if names is None else names
+    full = dict(sources)
+    for alias, topics in wanted.items():
+        full[alias] = with_configs(sources[alias], admin_for(alias).topic_configs(topics))
+    return full
+
+
+def with_configs(snapshot: SourceSnapshot, configs: Mapping[str, Mapping[str, str]]) -> SourceSnapshot:
+    """``snapshot`` with ``configs`` (by topic name) set on its topics; topics not in ``configs`` keep theirs."""
+    topics = {name: (LiveTopic(name, t.partitions, t.replication_factor, dict(configs[name])) if name in configs else t)
+              for name, t in snapshot.topics.items()}
+    return SourceSnapshot(snapshot.cluster, topics, snapshot.groups)

@@ -36,13 +36,20 @@ class FakeAdmin:
         self._topics, self._groups, self._acls = dict(topics or {}), list(groups), set(acls)
         self._authorizer, self._rf = authorizer, default_rf
         self.calls: list[str] = []
+        self.config_reads: list[list[str]] = []
 
     def ping(self):
         self.calls.append("ping")
 
     def topics(self, names=None, with_configs=True, include_internal=False):
         self.calls.append("topics")
-        return {n: t for n, t in self._topics.items() if names is None or n in names}
+        return {n: (t if with_configs else LiveTopic(n, t.partitions, t.replication_factor, {}))
+                for n, t in self._topics.items() if names is None or n in names}
+
+    def topic_configs(self, names):
+        self.calls.append("topic_configs")
+        self.config_reads.append(sorted(names))
+        return {n: dict(self._topics[n].configs) for n in names if n in self._topics}
 
     def groups(self):
         return list(self._groups)
@@ -78,7 +85,8 @@ def scenario():
     assert not validate(root, "prod")
     state = compile_spec(resolve(root, "prod"), "prod", "payments-dr.yaml")
     primary = FakeAdmin({"orders": t("orders", 3), "payments": t("payments", 6, {"retention.ms": "604800000"}),
-                         "invoices-2026": t("invoices-2026", 2), "audit": t("audit", 1)},
+                         "invoices-2026": t("invoices-2026", 2), "audit": t("audit", 1),
+                         "scratch": t("scratch", 1, {"retention.ms": "1000"})},
                         groups=["orders-service", "billing-eu"])
     have = [b for b in state.acl_bindings if not (b.resource_name == "payments" and b.operation == "READ")]
     dr_topics = {i.name: t(i.name, i.partitions, dict(i.configs)) for i in state.internal_topics}
@@ -122,6 +130,13 @@ def test_admin_calls_are_batched_not_per_topic():
     # one metadata listing for the source snapshot and one for the desired topics; never per topic
     assert admins["dr"].calls.count("topics") == 1 and admins["primary"].calls.count("topics") == 1
     assert admins["dr"].calls.count("acls") == 1
+
+
+def test_source_configs_are_read_only_for_topics_a_flow_mirrors():
+    _, admins = scenario()
+    # the listing carries no configs; one DescribeConfigs names exactly the mirrored topics ("scratch"
+    # matches no pattern: on a big cluster, describing every topic was most of a plan's time)
+    assert admins["primary"].config_reads == [["invoices-2026", "orders", "payments"]]
 
 
 def test_secrets_are_masked_in_every_format(plan):
