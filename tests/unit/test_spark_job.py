@@ -422,3 +422,35 @@ def test_checkpoint_memory_holds_only_the_groups_listed_now(monkeypatch):
         mirror.run_once()
     assert cluster.written == 1 + 1000  # orders-service's unchanged checkpoint is written once
     assert sorted(mirror._last) == ["billing-run-999", "orders-service"]  # not 1,001 groups
+
+
+def test_source_topic_configs_are_described_in_bounded_requests():
+    """The job's first batch on 10,000 source topics described them all in one request, and the
+    512 MB source broker ran out of heap answering it (benchmarks/mirror_start_scale.py)."""
+    from concurrent.futures import Future
+
+    from confluent_kafka.admin import ConfigEntry, ConfigSource
+
+    from mm2spark import kafka as job_kafka
+    from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE
+
+    class Admin:
+        def __init__(self):
+            self.requests: list[int] = []
+
+        def describe_configs(self, resources, request_timeout=None):
+            self.requests.append(len(resources))
+            out = {}
+            for resource in resources:
+                future = Future()
+                # confluent-kafka's C layer gives the source as the enum's int value
+                future.set_result({"retention.ms": ConfigEntry("retention.ms", "1000",
+                                                               source=ConfigSource.DYNAMIC_TOPIC_CONFIG.value)})
+                out[resource] = future
+            return out
+
+    admin = Admin()
+    names = [f"t{i}" for i in range(2 * MAX_RESOURCES_PER_DESCRIBE + 1)]
+    configs = job_kafka.dynamic_topic_configs(admin, names)
+    assert admin.requests == [MAX_RESOURCES_PER_DESCRIBE, MAX_RESOURCES_PER_DESCRIBE, 1]
+    assert configs == {n: {"retention.ms": "1000"} for n in names}
