@@ -101,13 +101,25 @@ def ensure_topics(client: AdminClient, wanted: dict[str, int], configs: dict[str
 
 
 def _await_metadata(client: AdminClient, wanted: dict[str, int], timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        counts = partition_counts(client, wanted)
-        if all(counts.get(t, 0) >= n for t, n in wanted.items()):
+    """Return once every topic of ``wanted`` shows its partitions in metadata. Gives up only after
+    ``timeout`` without progress: a broker brings 10,000 new topics online in minutes, and a flat
+    30 s failed the job's first batch on them (every retry then asked again)."""
+    pending = dict(wanted)
+    deadline, pause = time.monotonic() + timeout, 0.1
+    while True:
+        counts = partition_counts(client, pending)
+        still = {t: n for t, n in pending.items() if counts.get(t, 0) < n}
+        if not still:
             return
-        time.sleep(0.1)
-    raise KafkaOperationFailed(f"topics {sorted(wanted)} did not appear in metadata within {timeout:.0f}s")
+        if len(still) < len(pending):
+            deadline = time.monotonic() + timeout
+        pending = still
+        if time.monotonic() > deadline:
+            shown = ", ".join(sorted(pending)[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3 else "")
+            raise KafkaOperationFailed(f"{len(pending)} new topic(s) made no progress to appear in metadata "
+                                       f"in {timeout:.0f}s: {shown}")
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)  # each look lists every topic of the cluster: not 10 times a second
 
 
 def ensure_internal_topic(client: AdminClient, topic: str) -> None:

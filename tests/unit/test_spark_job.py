@@ -454,3 +454,36 @@ def test_source_topic_configs_are_described_in_bounded_requests():
     configs = job_kafka.dynamic_topic_configs(admin, names)
     assert admin.requests == [MAX_RESOURCES_PER_DESCRIBE, MAX_RESOURCES_PER_DESCRIBE, 1]
     assert configs == {n: {"retention.ms": "1000"} for n in names}
+
+
+def test_new_target_topics_are_awaited_while_they_keep_appearing(monkeypatch):
+    """10,000 new target topics take minutes to appear in metadata: the wait gives up only when none
+    appeared for TIMEOUT, and then names a few, not all of them."""
+    from types import SimpleNamespace
+
+    from mm2spark import kafka as job_kafka
+    from mm2spec.errors import KafkaOperationFailed
+
+    clock = [0.0]
+    monkeypatch.setattr(job_kafka.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(job_kafka.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+
+    class Client:
+        def __init__(self, per_second: float, stop_after: int):
+            self.per_second, self.stop_after = per_second, stop_after
+
+        def list_topics(self, timeout=None):
+            shown = min(int(clock[0] * self.per_second), self.stop_after)
+            topics = {f"t{i:05d}": SimpleNamespace(error=None, partitions={0: None}) for i in range(shown)}
+            return SimpleNamespace(topics=topics)
+
+    wanted = {f"t{i:05d}": 1 for i in range(2_000)}
+    job_kafka._await_metadata(Client(per_second=10, stop_after=2_000), wanted)  # 200 s, never stalled
+    assert clock[0] > 3 * job_kafka.TIMEOUT
+
+    clock[0] = 0.0
+    with pytest.raises(KafkaOperationFailed) as failed:
+        job_kafka._await_metadata(Client(per_second=10, stop_after=1_800), wanted)
+    message = str(failed.value)
+    assert message.startswith("200 new topic(s)") and "t01800, t01801, t01802 and 197 more" in message
+    assert clock[0] < 180 + 2 * job_kafka.TIMEOUT  # stalled at 180 s: given up one TIMEOUT later
