@@ -68,7 +68,7 @@ class MirrorStatus:
     pid: int | None
     """The driver's pid from ``driver.pid`` (None when the job never started here)."""
     state: str
-    """running | starting | restarting | stopped | failed | absent (from the status file, or absent)."""
+    """running | starting | restarting | stopping | stopped | failed | absent (from the status file, or absent)."""
     flows: dict = field(default_factory=dict)
     """Per flow: delivery, records/s, bytes/s, replication latency, per-topic figures, errors, ..."""
     updated_at: float | None = None
@@ -166,7 +166,27 @@ def stop(deployment: MirrorDeployment | str | Path, timeout: float = STOP_GRACE_
         except (ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
         reap(pid)
+        _record_forced_stop(folder, timeout)
     return True
+
+
+def _record_forced_stop(folder: Path, grace: float) -> None:
+    """After a SIGKILL the job could not record its stop: record it here, marked as forced.
+
+    The stop was asked for and the job is gone; its checkpoints hold its progress either way (a
+    stop in the middle of a batch replays that batch at the next start). Left as "running", the
+    status would read as a crash."""
+    path = folder / "status.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        data = {}
+    if data.get("state") == "failed":
+        return  # the job recorded a failure of its own before it was killed: keep it
+    data.update(state="stopped", forcedStop=f"killed after {grace:.0f} s without a clean stop", updatedAt=time.time())
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
 
 
 def status(deployment: MirrorDeployment | str | Path) -> MirrorStatus:
@@ -180,7 +200,9 @@ def status(deployment: MirrorDeployment | str | Path) -> MirrorStatus:
     except (OSError, json.JSONDecodeError):
         data = {}
     state = data.get("state") or ("starting" if running else "absent")
-    if not running and state in ("running", "starting", "restarting"):
+    if not running and state == "stopping":
+        state = "stopped"  # killed while it stopped, as asked: its checkpoints hold its progress
+    elif not running and state in ("running", "starting", "restarting"):
         state = "failed"  # the process is gone without recording a clean stop
     return MirrorStatus(running=running, pid=pid, state=state, flows=data.get("flows") or {},
                         updated_at=data.get("updatedAt"))

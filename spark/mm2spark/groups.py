@@ -32,9 +32,10 @@ MIN_ROUND_INTERVAL_S = 0.2
 #: At stop, how long the checkpoints producer may take to deliver what it still holds (a round
 #: writes at most one record per group and partition, so this is a few round trips).
 CLOSE_FLUSH_TIMEOUT_S = 10.0
-#: At stop, how long to wait for a round that is under way: as long as one admin call of
-#: mm2spark.kafka may take, after which the daemon thread is left to die with the driver.
-STOP_JOIN_TIMEOUT_S = 30.0
+#: At stop, how long to wait for a round that is under way, after which the daemon thread is left
+#: to die with the driver (its checkpoints are emitted again after a restart). Half of one admin
+#: call's timeout, so that the whole stop stays well within mm2spec's grace before SIGKILL.
+STOP_JOIN_TIMEOUT_S = 15.0
 
 
 @dataclass

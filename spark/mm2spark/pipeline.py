@@ -13,6 +13,7 @@ batch's per-topic figures from the writer's results.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -52,6 +53,10 @@ SOURCE_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.by
 
 #: Written by ``mm2spec failback`` beside a flow's checkpoint folder: ``{topic: {partition: offset}}``.
 START_OFFSETS_SUFFIX = ".start-offsets.json"
+#: At a stop, how long the queued offset syncs may take to be sent (they are re-derived after a restart).
+STOP_FLUSH_TIMEOUT_S = 15.0
+#: A stop still going after this long writes every Python thread's stack to the log.
+STOP_STACKS_AFTER_S = 20.0
 #: Spark's startingOffsets value for "the partition's beginning".
 EARLIEST = -2
 
@@ -211,12 +216,22 @@ class FlowPipeline:
             self.group_thread.start()
 
     def stop(self) -> None:
+        """Stop the query, then the checkpoints thread, then flush the queued offset syncs; each
+        step's time is logged (a slow stop shows where it waited)."""
+        steps = []
+        began = time.monotonic()
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        steps.append(f"query {time.monotonic() - began:.1f} s")
         if self.group_thread is not None:
+            began = time.monotonic()
             self.group_thread.stop()
             self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
-        self.syncs_producer.flush(kafka.TIMEOUT)
+            steps.append(f"checkpoints {time.monotonic() - began:.1f} s")
+        began = time.monotonic()
+        left = self.syncs_producer.flush(STOP_FLUSH_TIMEOUT_S)
+        steps.append(f"offset syncs {time.monotonic() - began:.1f} s" + (f" ({left} not sent)" if left else ""))
+        log.info("flow=%s stopped: %s", self.flow.name, ", ".join(steps))
 
     # ------------------------------------------------------------------ per batch
 
@@ -441,6 +456,11 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
         exit_code = 1
     finally:
         log.info("stopping")
+        metrics.state = "stopping"
+        metrics.write_status()
+        # Stopping is bounded (mm2spec's stop kills the job after a grace period); if it takes
+        # long, every thread's stack goes to the log so the wait can be found.
+        faulthandler.dump_traceback_later(STOP_STACKS_AFTER_S, exit=False)
         for p in pipelines:
             try:
                 p.stop()
@@ -448,6 +468,7 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
                 log.warning("flow=%s stop: %s", p.flow.name, exc)
             if metrics.flow(p.flow.name).state != "failed":
                 metrics.flow(p.flow.name).state = "stopped"
+        faulthandler.cancel_dump_traceback_later()
         metrics.state = "stopped" if exit_code == 0 else "failed"
         metrics.write_status()
         spark.stop()

@@ -50,6 +50,31 @@ def test_stop_terminates_a_running_driver(tmp_path):
     assert not mirror.status(tmp_path).running
 
 
+def test_a_driver_killed_after_the_grace_period_is_recorded_as_a_forced_stop(tmp_path):
+    # A driver that ignores SIGTERM: stop() has to kill it, and the job could not record its stop.
+    child = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, "
+                              "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert child.stdout.readline().strip() == "ready"
+    (tmp_path / "driver.pid").write_text(json.dumps({"pid": child.pid}))
+    (tmp_path / "status.json").write_text(json.dumps({"state": "running", "flows": {"f": {"records": 5}}}))
+    assert mirror.stop(tmp_path, timeout=0.5) is True
+    assert child.wait(timeout=10) == -9
+    current = mirror.status(tmp_path)
+    assert not current.running and current.state == "stopped" and current.flows == {"f": {"records": 5}}
+    assert "killed after" in json.loads((tmp_path / "status.json").read_text())["forcedStop"]
+
+
+def test_a_driver_gone_while_stopping_reads_as_stopped_and_a_recorded_failure_stays(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    (tmp_path / "driver.pid").write_text(json.dumps({"pid": child.pid}))
+    (tmp_path / "status.json").write_text(json.dumps({"state": "stopping"}))
+    assert mirror.status(tmp_path).state == "stopped"
+    (tmp_path / "status.json").write_text(json.dumps({"state": "failed"}))
+    assert mirror.status(tmp_path).state == "failed"
+
+
 def _fake_driver(seconds: float):
     """A job_command stand-in: a driver that lives ``seconds`` (no Spark)."""
     return lambda *args, **kwargs: [sys.executable, "-c", f"import time; time.sleep({seconds})"]
