@@ -73,8 +73,9 @@ from mm2spec.dev.spark import StandaloneCluster, start_standalone_cluster  # noq
 from mm2spec.runtime import deployment as mirror  # noqa: E402
 
 SIZES = {"100B": 100, "1KB": 1024}
-#: Backlog per size: more than the fastest engine mirrors in warm-up + window on this machine.
-BACKLOG = {"100B": 5_000_000, "1KB": 1_500_000}
+#: Backlog per size: more than the fastest engine mirrors in start + warm-up + window on an idle
+#: 2-core machine (MM2 reached 270,000 records/s at 100 B there: 5,000,000 ran out within 10 s).
+BACKLOG = {"100B": 20_000_000, "1KB": 6_000_000}
 PARTITIONS = 6
 ENGINES = ("spark-alo", "mm2", "spark-eos", "mm2-eos")
 PEERS = {"spark-alo": "mm2", "spark-eos": "mm2-eos"}
@@ -219,8 +220,10 @@ class SparkEngine:
     """The Spark job on ``master``, or on ``cluster`` (a standalone cluster) with one executor per
     worker."""
 
-    def __init__(self, name: str, workdir: Path, heap: str, master: str, cluster: StandaloneCluster | None = None):
+    def __init__(self, name: str, workdir: Path, heap: str, master: str, cluster: StandaloneCluster | None = None,
+                 extra: dict | None = None):
         self.name, self.workdir, self.heap, self.cluster = name, workdir, heap, cluster
+        self.extra = extra or {}
         self.master = cluster.master_url if cluster else master
         self.exactly_once = name == "spark-eos"
         self.deployment = None
@@ -238,7 +241,7 @@ class SparkEngine:
         job = {
             "apiVersion": "mm2spec/v1", "name": f"bench-{alias}", "environment": "bench",
             "spark": {"master": self.master, "driver.memory": self.heap, **self.executor_settings(),
-                      "checkpoint.location": str(self.workdir / alias / "checkpoints")},
+                      "checkpoint.location": str(self.workdir / alias / "checkpoints"), **self.extra},
             "flows": [{
                 "name": f"{alias}-to-dr", "source.cluster.alias": alias, "target.cluster.alias": "dr",
                 "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
@@ -576,6 +579,8 @@ def parse_args() -> argparse.Namespace:
                         help="run Spark on a standalone cluster of N workers started here (instead of --master)")
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="0: no latency runs")
     parser.add_argument("--latency-rate", type=float, help="records/s of the latency runs (default: half of MM2's)")
+    parser.add_argument("--spark-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark job setting instead of its default, e.g. max.offsets.per.trigger=1000000")
     parser.add_argument("--workdir")
     parser.add_argument("--json", help="write every run to this file")
     args = parser.parse_args()
@@ -583,6 +588,9 @@ def parse_args() -> argparse.Namespace:
         parser.error("--standalone-workers must be 0 (no cluster) or more")
     if args.standalone_workers and args.master != parser.get_default("master"):
         parser.error("give --master or --standalone-workers, not both")
+    if any("=" not in item for item in args.spark_set):
+        parser.error("--spark-set takes KEY=VALUE, e.g. max.offsets.per.trigger=1000000")
+    args.spark_set = dict(item.split("=", 1) for item in args.spark_set)
     return args
 
 
@@ -608,11 +616,17 @@ def main() -> int:
 
     def engine_of(name: str):
         if name.startswith("spark"):
-            return SparkEngine(name, workdir / "runs", args.heap, args.master, cluster)
+            return SparkEngine(name, workdir / "runs", args.heap, args.master, cluster, args.spark_set)
         return Mm2Engine(name, workdir / "runs", args.heap, state.dr)
 
     runs: list[Run] = []
     latency: list[Run] = []
+
+    def save() -> None:
+        """Keep every run so far in --json: a run cut short still leaves its figures."""
+        if args.json:
+            Path(args.json).write_text(json.dumps({"throughput": [asdict(r) for r in runs],
+                                                   "latency": [asdict(r) for r in latency]}, indent=1))
     try:
         if args.standalone_workers:
             cluster = start_cluster(workdir, args.standalone_workers)
@@ -629,6 +643,7 @@ def main() -> int:
                     run = measure_throughput(engine_of(name), primary, dr, size, backlog, alias, args)
                     run.round = round_no
                     runs.append(run)
+                    save()
                     log(f"{size} round {round_no} {name}: {run.records_per_s:,.0f} rec/s over {run.window_s:.0f}s"
                         f" ({run.batches if run.batches is not None else '-'} batches), {run.cpu_s_per_s:.2f} CPU-s/s,"
                         f" load {run.load}{' BACKLOG REACHED' if run.exhausted else ''}")
@@ -636,13 +651,12 @@ def main() -> int:
                         log(f"  on {run.master}: {describe_executors(run.executors)}")
             if args.latency_seconds > 0:
                 latency += latency_runs(engines, engine_of, primary, dr, size, runs, args)
+                save()
     finally:
         if cluster:
             cluster.stop()
         stack.down()
-        if args.json:
-            Path(args.json).write_text(json.dumps({"throughput": [asdict(r) for r in runs],
-                                                   "latency": [asdict(r) for r in latency]}, indent=1))
+        save()
     print_tables(runs, latency)
     return 0
 
