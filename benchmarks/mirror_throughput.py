@@ -1,6 +1,6 @@
 """Mirroring throughput and latency, Spark against MirrorMaker 2, on the dev clusters. Prints tables.
 
-    .venv/bin/python benchmarks/mirror_throughput.py            # the full run (about an hour)
+    .venv/bin/python benchmarks/mirror_throughput.py            # the full run (~50 min on an idle 2-core machine)
     .venv/bin/python benchmarks/mirror_throughput.py --rounds 1 --window 30 --sizes 100B   # a quick look
     .venv/bin/python benchmarks/mirror_throughput.py --standalone-workers 2 --engines spark-alo \
         --rounds 1 --sizes 100B --latency-seconds 0        # the job on a spark:// cluster (scale-out check)
@@ -543,7 +543,8 @@ def print_tables(runs: list[Run], latency: list[Run]) -> None:
                   f"{fmt(lat and lat.p99_ms):>7} {vs:>26} {len(mine):>6}")
     rates = sorted({round(r.latency_rate) for r in latency if r.latency_rate})
     if rates:
-        print(f"latency at half of MM2's median max rate: {', '.join(f'{r:,} rec/s' for r in rates)}")
+        print(f"latency at {', '.join(f'{r:,} rec/s' for r in rates)} (half of MM2's median max rate, "
+              f"or --latency-rate)")
     for r in runs:
         if r.profile and r.round == max(x.round for x in runs):
             print(f"profile {r.size} {r.engine} (last batch of the window): {json.dumps(r.profile, sort_keys=True)}")
