@@ -35,10 +35,16 @@ What is measured, and why it is fair:
   settings (producer linger.ms/batch.size, consumer max.poll.records/max.partition.fetch.bytes:
   the Spark job's defaults, given to MM2 as overrides); Spark runs otherwise with its rendered
   defaults (trigger interval, max.offsets.per.trigger).
-* **Latency**: per size, each engine mirrors a fresh topic that a rate-limited producer writes at
-  half of MM2's median max rate, 20 s of warm-up then ``--latency-seconds`` counted; a consumer
-  on dr (read_committed for eos) takes receive time minus the source timestamp (every engine
-  keeps timestamps); p50/p99 over the counted records.
+* **Latency**: per size, each engine mirrors a fresh topic that a rate-limited writer fills at
+  half of MM2's median max rate (or ``--latency-rate``), 20 s of warm-up then
+  ``--latency-seconds`` counted. No record is read back: the writer (a process of its own) keeps
+  when it handed each partition's records to its producer, and the target's end offsets (its
+  last stable offset for exactly-once) are sampled every 20 ms; as every engine copies a
+  partition in order into the same partition, a record's latency is when its offset became
+  readable on the target minus its timestamp, to within one sample. p50/p99 over the counted
+  records; records not on the target when the drain ends count as slowest. The writer's reached
+  rate is printed: on a small machine it and the source broker take cores the engines need
+  (at 175,000 records/s of 100 B: 0.5 core for the writer, 0.8 for the source broker).
 
 The load average is printed with every run: the machine is shared, so trust ratios over absolute
 figures. Not a test: the numbers depend on the machine. ``--json FILE`` keeps every run.
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -94,6 +101,13 @@ LATENCY_DRAIN_S = 20.0
 #: The latency producer runs this long at the rate before its records count: a Spark job's first
 #: batches after start-up take seconds (JIT, clients created), which is start-up, not steady state.
 LATENCY_WARMUP_S = 20.0
+#: The latency run samples the target's end offsets this often: a latency is exact to about this.
+LATENCY_SAMPLE_S = 0.02
+#: The latency writer hands records to its producer in slices this far apart (their timestamps).
+WRITER_SLICE_S = 0.005
+#: After the writer stops, the target counts as drained once it holds every record and its end
+#: offsets stood still this long (exactly-once: the last transaction's markers are written).
+LATENCY_SETTLE_S = 1.0
 CONNECT_READY_TIMEOUT_S = 180.0
 #: Cores of a standalone cluster, split over its workers (at least one each): those of local[2].
 STANDALONE_CORES = 2
@@ -155,6 +169,11 @@ class EndOffsets:
         self.topic = topic
         self.isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
 
+    def partition(self, p: int) -> int:
+        futures = self.admin.list_offsets({TopicPartition(self.topic, p): OffsetSpec.latest()},
+                                          isolation_level=self.isolation, request_timeout=10)
+        return next(iter(futures.values())).result(10).offset
+
     def total(self) -> int:
         request = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
         try:
@@ -204,6 +223,12 @@ class Run:
     p50_ms: float | None = None
     p99_ms: float | None = None
     latency_rate: float | None = None
+    latency_produced_per_s: float | None = None
+    """The rate the writer reached on the source over the counted seconds."""
+    latency_records: int | None = None
+    latency_missing: int | None = None
+    latency_worst_per_second: list | None = None
+    """Counted records not readable on the target when the drain ended (they count as slowest)."""
     profile: dict | None = None
     """Spark: the last steady-state batch's phases (Spark's durationMs, the job's split of the
     write) and the writer's producer metrics, from the status file at the end of the window."""
@@ -222,9 +247,9 @@ class SparkEngine:
     worker."""
 
     def __init__(self, name: str, workdir: Path, heap: str, master: str, cluster: StandaloneCluster | None = None,
-                 extra: dict | None = None):
+                 extra: dict | None = None, flow_extra: dict | None = None):
         self.name, self.workdir, self.heap, self.cluster = name, workdir, heap, cluster
-        self.extra = extra or {}
+        self.extra, self.flow_extra = extra or {}, flow_extra or {}
         self.master = cluster.master_url if cluster else master
         self.exactly_once = name == "spark-eos"
         self.deployment = None
@@ -251,6 +276,7 @@ class SparkEngine:
                 "offset-syncs.topic.location": "target",
                 "emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "false",
                 "exactly.once.source.support": "enabled" if self.exactly_once else "disabled",
+                **self.flow_extra,
             }],
         }
         if self.cluster:
@@ -428,8 +454,8 @@ def measure_throughput(engine, primary: str, dr: str, size: str, backlog: int, a
 # ------------------------------------------------------------------------------------ latency
 
 
-def measure_latency(engine, primary: str, dr: str, size: str, alias: str, rate: float, seconds: float) -> list[float]:
-    """End-to-end latencies (ms) of records written at ``rate``/s while the engine mirrors."""
+def measure_latency(engine, primary: str, dr: str, size: str, alias: str, rate: float, seconds: float) -> Latency:
+    """Replication latency of records written at ``rate``/s while the engine mirrors (see Offsets timeline)."""
     source = f"lat-{alias}"
     target = f"{alias}.{source}"
     create_topic(primary, source)
@@ -445,67 +471,155 @@ def measure_latency(engine, primary: str, dr: str, size: str, alias: str, rate: 
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{engine.name}: warm-up records did not reach {target}")
             time.sleep(SAMPLE_EVERY_S)
-        return _timed_records(primary, dr, source, target, size, rate, seconds, engine.name.endswith("eos"))
+        return _offset_timelines(primary, dr, source, target, size, rate, seconds, engine.name.endswith("eos"))
     finally:
         engine.stop()
         delete_topics(dr, f"{alias}.")
 
 
-def _timed_records(primary, dr, source, target, size, rate, seconds, committed) -> list[float]:
-    consumer = Consumer({"bootstrap.servers": dr, "group.id": f"bench-lat-{time.time_ns()}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed" if committed else "read_uncommitted",
-                         "fetch.wait.max.ms": 10})
-    consumer.assign([TopicPartition(target, p, consumer.get_watermark_offsets(TopicPartition(target, p))[1])
-                     for p in range(PARTITIONS)])
-    marker = b"lat-"
-    latencies: list[float] = []
-    done = threading.Event()
+def _write_at_rate(bootstrap: str, topic: str, size: int, rate: float, stop, report) -> None:
+    """The rate-limited writer, in its own process so that it never waits for the sampler's GIL:
+    ``rate`` records/s of ``size`` bytes round-robin over the partitions, a slice every
+    ``WRITER_SLICE_S``, with the engines' producer settings. Sends back its timeline: per slice,
+    the time the slice's records were handed to the producer (their timestamp, to the
+    millisecond) and the records sent to each partition so far."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "none",
+                         "linger.ms": PRODUCER_SETTINGS["linger.ms"], "batch.size": PRODUCER_SETTINGS["batch.size"],
+                         "queue.buffering.max.messages": 1000000})
+    payload, key = os.urandom(size - 10), b"0123456789"
+    template = [{"key": key, "value": payload} for _ in range(int(rate * WRITER_SLICE_S * 4 / PARTITIONS) + 1)]
+    counts, timeline = [0] * PARTITIONS, []
+    began, sent = time.monotonic(), 0
+    while not stop.is_set():
+        now = time.monotonic()
+        due = min(int((now - began) * rate) - sent, len(template) * PARTITIONS)
+        if due < max(1.0, rate * WRITER_SLICE_S):
+            producer.poll(max(0.0, began + sent / rate + WRITER_SLICE_S - now))
+            continue
+        for p in range(PARTITIONS):
+            messages = template[:due // PARTITIONS + (p < due % PARTITIONS)]
+            while messages:
+                producer.produce_batch(topic, messages, partition=p)
+                failed = [m for m in messages if m.pop("_error", None) is not None]
+                counts[p] += len(messages) - len(failed)
+                messages = failed
+                if messages:  # the source broker takes less than the rate: wait, as a client would
+                    producer.poll(0.01)
+        timeline.append((now, list(counts)))
+        sent += due
+        producer.poll(0)
+    producer.flush(60)
+    report.send(timeline)
 
-    def write():
-        producer = Producer({"bootstrap.servers": primary, "linger.ms": 1})
-        payload = os.urandom(max(0, SIZES[size] - 14))
-        began, i = time.monotonic(), 0
-        while time.monotonic() - began < LATENCY_WARMUP_S + seconds:
-            counted = time.monotonic() - began >= LATENCY_WARMUP_S
-            key = (marker if counted else b"wrm-") + b"%010d" % i
-            while True:
-                try:
-                    producer.produce(source, key=key, value=payload, partition=i % PARTITIONS)
-                    break
-                except BufferError:  # the source broker takes less than the rate: wait, as a client would
-                    producer.poll(SAMPLE_EVERY_S)
-            i += 1
-            if i % 50 == 0:
-                producer.poll(0)
-                ahead = i / rate - (time.monotonic() - began)
-                if ahead > 0:
-                    time.sleep(ahead)
-        producer.flush(60)
-        done.set()
 
-    writer = threading.Thread(target=write)
+@dataclass
+class Latency:
+    """Replication latencies over the counted records: a histogram (ms -> records)."""
+    histogram: dict
+    records: int
+    produced_per_s: float
+    missing: int
+    worst_per_second: list = field(default_factory=list)
+    """Per counted second of writing: the slowest record's latency (ms), to see a stall's shape."""
+
+
+def _offset_timelines(primary, dr, source, target, size, rate, seconds, committed) -> Latency:
+    """Latency without reading a record back: the writer keeps when it handed each partition's
+    records to its producer, and the target's end offsets (its last stable offset for
+    exactly-once) are sampled every ``LATENCY_SAMPLE_S``. Each engine copies a partition in
+    order into the same partition, offsets 1:1 from 0 (a transaction's marker takes an offset:
+    those are spread evenly over the target's offsets), so a record's latency is the time its
+    offset became readable on the target minus its timestamp, to within one sampling interval."""
+    admin = AdminClient({"bootstrap.servers": dr})
+    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    before = [EndOffsets(primary, source, committed=False).partition(p) for p in range(PARTITIONS)]
+
+    def target_ends() -> list[int]:
+        futures = admin.list_offsets({TopicPartition(target, p): OffsetSpec.latest() for p in range(PARTITIONS)},
+                                     isolation_level=isolation, request_timeout=10)
+        return [futures[TopicPartition(target, p)].result(10).offset for p in range(PARTITIONS)]
+
+    spawn = multiprocessing.get_context("spawn")
+    stop, (receive, report) = spawn.Event(), spawn.Pipe(duplex=False)
+    writer = spawn.Process(target=_write_at_rate, args=(primary, source, SIZES[size], rate, stop, report), daemon=True)
+    began = time.monotonic()
     writer.start()
-    quiet_since = None
+    counted_from, counted_to = began + LATENCY_WARMUP_S, began + LATENCY_WARMUP_S + seconds
+    visible: list[tuple[float, list[int]]] = []
+    timeline = drain_until = settled_at = None
     while True:
-        for msg in consumer.consume(1000, timeout=0.2):
-            if not msg.error() and (msg.key() or b"").startswith(marker):
-                latencies.append(time.time() * 1000 - msg.timestamp()[1])
-        if not writer.is_alive():
-            done.set()  # the writer finished, or failed (its traceback is on stderr): stop waiting for it
-        if done.is_set():
-            quiet_since = quiet_since or time.monotonic()
-            if time.monotonic() - quiet_since > LATENCY_DRAIN_S:
+        asked = time.monotonic()
+        visible.append((asked, target_ends()))
+        now = time.monotonic()
+        visible[-1] = ((asked + now) / 2, visible[-1][1])
+        if timeline is None and now >= counted_to:
+            stop.set()
+            timeline = receive.recv() if receive.poll(90) else []
+            drain_until = time.monotonic() + LATENCY_DRAIN_S
+        elif timeline is not None:
+            # Every record written is readable on the target (a transaction's marker takes an
+            # offset too, so also wait until the target stands still), or the drain's time is up.
+            written = [b + c for b, c in zip(before, timeline[-1][1])] if timeline else before
+            moved = visible[-1][1] != visible[-2][1]
+            settled_at = None if moved else (settled_at or now)
+            caught_up = all(v >= w for v, w in zip(visible[-1][1], written))
+            if (caught_up and settled_at and now - settled_at >= LATENCY_SETTLE_S) or now > drain_until:
                 break
-    writer.join()
-    consumer.close()
-    return latencies
+        time.sleep(max(0.0, LATENCY_SAMPLE_S - (time.monotonic() - asked)))
+    writer.join(10)
+    if writer.is_alive():
+        writer.kill()
+    created = [(t, [b + c for b, c in zip(before, counts)]) for t, counts in timeline]
+    return latencies_from([(began, before)] + created, visible, counted_from, counted_to)
 
 
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
+def latencies_from(created, visible, counted_from: float, counted_to: float) -> Latency:
+    """``created``: (time, per-partition end offset) as records were written, ``visible``: (time,
+    per-partition end offset) as sampled on the target. Counts the records created between
+    ``counted_from`` and ``counted_to``, each with the time it became readable on the target."""
+    histogram: dict[int, int] = {}
+    worst: dict[int, int] = {}
+    records = missing = 0
+    first = next(i for i, s in enumerate(created) if s[0] >= counted_from)
+    last = max(i for i, s in enumerate(created) if s[0] <= counted_to)
+    for p in range(PARTITIONS):
+        # Transaction markers take target offsets: spread the extra ones evenly over the run.
+        final_source, final_target = created[-1][1][p], visible[-1][1][p]
+        scale = final_source / final_target if final_target > final_source else 1.0
+        tgt = [(t, int(e[p] * scale)) for t, e in visible]
+        j = 0
+        for i in range(first, last + 1):
+            offset, upto_created = created[i - 1][1][p], created[i][1][p]
+            while offset < upto_created:  # offsets [offset, upto_created) were created at created[i][0]
+                while j < len(tgt) and tgt[j][1] <= offset:
+                    j += 1
+                if j == len(tgt):
+                    missing += upto_created - offset
+                    break
+                upto = min(upto_created, tgt[j][1])
+                ms = max(0, round((tgt[j][0] - created[i][0]) * 1000))
+                histogram[ms] = histogram.get(ms, 0) + (upto - offset)
+                second = int(created[i][0] - counted_from)
+                worst[second] = max(worst.get(second, 0), ms)
+                records += upto - offset
+                offset = upto
+    span = created[last][0] - created[first - 1][0]
+    produced = sum(created[last][1]) - sum(created[first - 1][1])
+    return Latency(histogram, records, produced / span if span > 0 else 0.0, missing,
+                   [worst.get(s, None) for s in range(max(worst, default=-1) + 1)])
+
+
+def pct(latency: Latency, q: float) -> float | None:
+    """The q-quantile in ms; records never seen on the target count as slower than any seen."""
+    total = latency.records + latency.missing
+    if not total:
         return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    rank, seen = q * total, 0
+    for ms in sorted(latency.histogram):
+        seen += latency.histogram[ms]
+        if seen >= rank:
+            return float(ms)
+    return float("inf")
 
 
 # ------------------------------------------------------------------------------------ report
@@ -542,10 +656,17 @@ def print_tables(runs: list[Run], latency: list[Run]) -> None:
                   f"{statistics.median(r.records_per_cpu_s for r in mine):>10,.0f} "
                   f"{statistics.median(r.cpu_s_per_s for r in mine):>7.2f} {fmt(lat and lat.p50_ms):>7} "
                   f"{fmt(lat and lat.p99_ms):>7} {vs:>26} {len(mine):>6}")
-    rates = sorted({round(r.latency_rate) for r in latency if r.latency_rate})
-    if rates:
-        print(f"latency at {', '.join(f'{r:,} rec/s' for r in rates)} (half of MM2's median max rate, "
-              f"or --latency-rate)")
+    if latency:
+        print()
+        lat_header = (f"{'size':<5} {'engine':<10} {'rate asked':>10} {'reached':>10} {'p50 ms':>7} {'p99 ms':>7} "
+                      f"{'records':>11} {'missing':>8}")
+        print(lat_header + "   (latency: the target's end offsets sampled every "
+              f"{LATENCY_SAMPLE_S * 1000:.0f} ms)")
+        print("-" * len(lat_header))
+        fmt = lambda v: f"{v:,.0f}" if v is not None else "-"  # noqa: E731
+        for r in latency:
+            print(f"{r.size:<5} {r.engine:<10} {fmt(r.latency_rate):>10} {fmt(r.latency_produced_per_s):>10} "
+                  f"{fmt(r.p50_ms):>7} {fmt(r.p99_ms):>7} {fmt(r.latency_records):>11} {fmt(r.latency_missing):>8}")
     for r in runs:
         if r.profile and r.round == max(x.round for x in runs):
             print(f"profile {r.size} {r.engine} (last batch of the window): {json.dumps(r.profile, sort_keys=True)}")
@@ -583,6 +704,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-rate", type=float, help="records/s of the latency runs (default: half of MM2's)")
     parser.add_argument("--spark-set", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark job setting instead of its default, e.g. max.offsets.per.trigger=1000000")
+    parser.add_argument("--flow-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark flow setting, e.g. consumer.fetch.max.wait.ms=10")
     parser.add_argument("--workdir")
     parser.add_argument("--json", help="write every run to this file")
     args = parser.parse_args()
@@ -592,7 +715,10 @@ def parse_args() -> argparse.Namespace:
         parser.error("give --master or --standalone-workers, not both")
     if any("=" not in item for item in args.spark_set):
         parser.error("--spark-set takes KEY=VALUE, e.g. max.offsets.per.trigger=1000000")
+    if any("=" not in item for item in args.flow_set):
+        parser.error("--flow-set takes KEY=VALUE, e.g. consumer.fetch.max.wait.ms=10")
     args.spark_set = dict(item.split("=", 1) for item in args.spark_set)
+    args.flow_set = dict(item.split("=", 1) for item in args.flow_set)
     return args
 
 
@@ -618,7 +744,7 @@ def main() -> int:
 
     def engine_of(name: str):
         if name.startswith("spark"):
-            return SparkEngine(name, workdir / "runs", args.heap, args.master, cluster, args.spark_set)
+            return SparkEngine(name, workdir / "runs", args.heap, args.master, cluster, args.spark_set, args.flow_set)
         return Mm2Engine(name, workdir / "runs", args.heap, state.dr)
 
     runs: list[Run] = []
@@ -635,6 +761,8 @@ def main() -> int:
         for size in sizes:
             backlog = int(BACKLOG[size] * args.backlog_scale)
             topic = f"bench-{size.lower()}"
+            if args.rounds == 0:
+                backlog = 0  # latency runs only: they write their own topic
             log(f"{size}: producing a backlog of {backlog:,} records into {topic}")
             create_topic(primary, topic)
             fill(primary, topic, backlog, SIZES[size])
@@ -675,10 +803,13 @@ def latency_runs(engines, engine_of, primary, dr, size, runs, args) -> list[Run]
         load = [round(load_average(), 1)]
         values = measure_latency(engine_of(name), primary, dr, size, alias, rate, args.latency_seconds)
         run = Run(size, name, 0, load=load + [round(load_average(), 1)], p50_ms=pct(values, 0.5),
-                  p99_ms=pct(values, 0.99), latency_rate=rate)
+                  p99_ms=pct(values, 0.99), latency_rate=rate, latency_produced_per_s=round(values.produced_per_s),
+                  latency_records=values.records, latency_missing=values.missing,
+                  latency_worst_per_second=values.worst_per_second)
         out.append(run)
-        log(f"{size} latency {name} at {rate:,.0f} rec/s: p50 {run.p50_ms} ms, p99 {run.p99_ms} ms "
-            f"({len(values)} records), load {run.load}")
+        log(f"{size} latency {name} at {rate:,.0f} rec/s (writer reached {values.produced_per_s:,.0f}): "
+            f"p50 {run.p50_ms} ms, p99 {run.p99_ms} ms over {values.records:,} records"
+            f"{f', {values.missing:,} never arrived' if values.missing else ''}, load {run.load}")
     return out
 
 

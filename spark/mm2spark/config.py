@@ -137,9 +137,11 @@ class MirrorFlowConfig:
 TRIGGER_INTERVAL_DEFAULT = "500 milliseconds"
 #: Most records per micro-batch when the config sets none. Without a cap a backlog (a new flow, a
 #: restart after an outage) runs as one batch: nothing reaches the target's consumers, no offset
-#: sync is written and no progress is checkpointed until all of it is copied. 100,000 records is
-#: 1-3 s of writing on the 2-core benchmark machine, so batches stay short and steady.
-MAX_OFFSETS_PER_TRIGGER_DEFAULT = 100_000
+#: sync is written and no progress is checkpointed until all of it is copied. A batch's fixed cost
+#: (checkpoint logs, ListOffsets, planning, scheduling: ~0.1 s on an idle 2-core machine) is paid
+#: per batch, so the cap sets the catch-up rate: 100,000 held Spark to 0.55x MM2 at 100 B, 1,000,000
+#: reached 1.2x (spark/README.md, Benchmark), with batches of 2-3 s at 100 B and ~10 s at 1 KB.
+MAX_OFFSETS_PER_TRIGGER_DEFAULT = 1_000_000
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,8 @@ class FlowPipeline:
         self.source_partitions: dict[str, int] = {}
         self.target_partitions: dict[str, int] = {}
         self.query = None
+        self.stopping = False
+        """Set by stop(): a batch that fails from then on was interrupted, not broken."""
         self.topics = topic_filter(flow)
         self.group_thread: GroupOffsetThread | None = None
         self.group_mirror = GroupOffsetMirror(flow, self.store)
@@ -220,6 +222,7 @@ class FlowPipeline:
         step's time is logged (a slow stop shows where it waited)."""
         steps = []
         began = time.monotonic()
+        self.stopping = True
         if self.query is not None and self.query.isActive:
             self.query.stop()
         steps.append(f"query {time.monotonic() - began:.1f} s")
@@ -274,8 +277,15 @@ class FlowPipeline:
         try:
             self._process_batch(batch_df, batch_id)
         except Exception as exc:
-            self.metrics.error(self.flow.name, f"batch {batch_id}: {exc}")
-            self.metrics.write_status()
+            if self.stopping:
+                # stop() interrupted the write: not an error. Nothing of the batch is committed to
+                # the checkpoint, so the next start writes it again (exactly-once: its open
+                # transactions are aborted when the next producer takes their ids).
+                log.info("flow=%s batch %d interrupted by the stop; it runs again at the next start",
+                         self.flow.name, batch_id)
+            else:
+                self.metrics.error(self.flow.name, f"batch {batch_id}: {exc}")
+                self.metrics.write_status()
             raise
 
     def _process_batch(self, batch_df: DataFrame, batch_id: int) -> None:

@@ -487,3 +487,53 @@ def test_new_target_topics_are_awaited_while_they_keep_appearing(monkeypatch):
     message = str(failed.value)
     assert message.startswith("200 new topic(s)") and "t01800, t01801, t01802 and 197 more" in message
     assert clock[0] < 180 + 2 * job_kafka.TIMEOUT  # stalled at 180 s: given up one TIMEOUT later
+
+
+def test_a_batch_interrupted_by_the_stop_is_not_an_error():
+    """stop() interrupts a running write (InterruptedException from the writer): that batch runs
+    again at the next start, so it must not show as an error; a failure while running must."""
+    from types import SimpleNamespace
+
+    from mm2spark.metrics import MirrorMetrics
+    from mm2spark.pipeline import FlowPipeline
+
+    def failing(batch_df, batch_id):
+        raise RuntimeError("java.lang.InterruptedException")
+
+    pipeline = object.__new__(FlowPipeline)
+    pipeline.flow = SimpleNamespace(name="primary-to-dr")
+    pipeline.metrics = MirrorMetrics("payments-dr", None)
+    pipeline._process_batch = failing
+    pipeline.stopping = False
+    with pytest.raises(RuntimeError):
+        pipeline.process_batch(None, 7)
+    assert pipeline.metrics.flow("primary-to-dr").errors == 1
+    assert "batch 7" in pipeline.metrics.flow("primary-to-dr").last_error
+    pipeline.stopping = True
+    with pytest.raises(RuntimeError):  # Spark still sees the batch fail: nothing is committed
+        pipeline.process_batch(None, 8)
+    assert pipeline.metrics.flow("primary-to-dr").errors == 1
+
+
+def test_the_spark_defaults_agree_in_schema_spec_and_job():
+    """A setting left out of the spec gets the same default whether the schema documents it, the
+    spec compiler fills it in, or the job reads a config without it."""
+    from mm2spark.config import MAX_OFFSETS_PER_TRIGGER_DEFAULT, TRIGGER_INTERVAL_DEFAULT
+
+    from mm2spec.spec.compile import compile_spec
+    from mm2spec.spec.document import parse
+    from mm2spec.spec.schema import SCHEMA_PATH
+    from mm2spec.spec.validate import resolve
+
+    spark = json.loads(Path(SCHEMA_PATH).read_text())["$defs"]["spark"]["properties"]
+    assert spark["maxOffsetsPerTrigger"]["default"] == MAX_OFFSETS_PER_TRIGGER_DEFAULT
+    assert spark["triggerInterval"]["default"] == TRIGGER_INTERVAL_DEFAULT
+    text = (ROOT / "examples" / "dr-spec.example.yaml").read_text()
+    text = text.replace("  triggerInterval: 1 second\n", "").replace("  maxOffsetsPerTrigger: 1000000\n", "")
+    assert "triggerInterval" not in text and "maxOffsetsPerTrigger" not in text
+    compiled = compile_spec(resolve(parse(text, "ex.yaml"), "prod"), "prod").spark
+    assert compiled.max_offsets_per_trigger == MAX_OFFSETS_PER_TRIGGER_DEFAULT
+    assert compiled.trigger_interval == TRIGGER_INTERVAL_DEFAULT
+    bare = parse_job_config({k: v for k, v in job().items() if k != "spark"} | {"spark": {"master": "local[2]"}})
+    assert bare.spark.max_offsets_per_trigger == MAX_OFFSETS_PER_TRIGGER_DEFAULT
+    assert bare.spark.trigger_interval == TRIGGER_INTERVAL_DEFAULT
