@@ -704,7 +704,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="0: no latency runs")
     parser.add_argument("--latency-rate", type=float, help="records/s of the latency runs (default: half of MM2's)")
     parser.add_argument("--spark-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark job setting instead of its default, e.g. max.offsets.per.trigger=1000000")
+                        help="a Spark job setting instead of its default, e.g. max.offsets.per.trigger=100000")
     parser.add_argument("--flow-set", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark flow setting, e.g. consumer.fetch.max.wait.ms=10")
     parser.add_argument("--workdir")
@@ -715,7 +715,7 @@ def parse_args() -> argparse.Namespace:
     if args.standalone_workers and args.master != parser.get_default("master"):
         parser.error("give --master or --standalone-workers, not both")
     if any("=" not in item for item in args.spark_set):
-        parser.error("--spark-set takes KEY=VALUE, e.g. max.offsets.per.trigger=1000000")
+        parser.error("--spark-set takes KEY=VALUE, e.g. max.offsets.per.trigger=100000")
     if any("=" not in item for item in args.flow_set):
         parser.error("--flow-set takes KEY=VALUE, e.g. consumer.fetch.max.wait.ms=10")
     args.spark_set = dict(item.split("=", 1) for item in args.spark_set)
