@@ -570,6 +570,9 @@ def _offset_timelines(primary, dr, source, target, size, rate, seconds, committe
     writer.join(10)
     if writer.is_alive():
         writer.kill()
+    if not timeline:
+        raise RuntimeError(f"the latency writer to {source} sent no timeline (exit code {writer.exitcode}; "
+                           "its traceback, if any, is above)")
     created = [(t, [b + c for b, c in zip(before, counts)]) for t, counts in timeline]
     return latencies_from([(began, before)] + created, visible, counted_from, counted_to)
 
