@@ -59,14 +59,13 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,16 +169,15 @@ class EndOffsets:
         self.topic = topic
         self.isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
 
-    def partition(self, p: int) -> int:
-        futures = self.admin.list_offsets({TopicPartition(self.topic, p): OffsetSpec.latest()},
-                                          isolation_level=self.isolation, request_timeout=10)
-        return next(iter(futures.values())).result(10).offset
+    def per_partition(self) -> list[int]:
+        """Each partition's end offset (raises when the topic or a leader is missing)."""
+        request = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+        futures = self.admin.list_offsets(request, isolation_level=self.isolation, request_timeout=10)
+        return [futures[TopicPartition(self.topic, p)].result(10).offset for p in range(PARTITIONS)]
 
     def total(self) -> int:
-        request = {TopicPartition(self.topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
         try:
-            futures = self.admin.list_offsets(request, isolation_level=self.isolation, request_timeout=10)
-            return sum(f.result(10).offset for f in futures.values())
+            return sum(self.per_partition())
         except Exception:  # not created yet, or no leader yet: nothing mirrored yet
             return 0
 
@@ -228,8 +226,9 @@ class Run:
     """The rate the writer reached on the source over the counted seconds."""
     latency_records: int | None = None
     latency_missing: int | None = None
-    latency_worst_per_second: list | None = None
     """Counted records not readable on the target when the drain ended (they count as slowest)."""
+    latency_worst_per_second: list | None = None
+    """Per counted second of writing: the slowest record's latency (ms)."""
     profile: dict | None = None
     """Spark: the last steady-state batch's phases (Spark's durationMs, the job's split of the
     write) and the writer's producer metrics, from the status file at the end of the window."""
@@ -456,7 +455,7 @@ def measure_throughput(engine, primary: str, dr: str, size: str, backlog: int, a
 
 
 def measure_latency(engine, primary: str, dr: str, size: str, alias: str, rate: float, seconds: float) -> Latency:
-    """Replication latency of records written at ``rate``/s while the engine mirrors (see Offsets timeline)."""
+    """Replication latency of records written at ``rate``/s while the engine mirrors (see ``_offset_timelines``)."""
     source = f"lat-{alias}"
     target = f"{alias}.{source}"
     create_topic(primary, source)
@@ -531,14 +530,8 @@ def _offset_timelines(primary, dr, source, target, size, rate, seconds, committe
     order into the same partition, offsets 1:1 from 0 (a transaction's marker takes an offset:
     those are spread evenly over the target's offsets), so a record's latency is the time its
     offset became readable on the target minus its timestamp, to within one sampling interval."""
-    admin = AdminClient({"bootstrap.servers": dr})
-    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    before = [EndOffsets(primary, source, committed=False).partition(p) for p in range(PARTITIONS)]
-
-    def target_ends() -> list[int]:
-        futures = admin.list_offsets({TopicPartition(target, p): OffsetSpec.latest() for p in range(PARTITIONS)},
-                                     isolation_level=isolation, request_timeout=10)
-        return [futures[TopicPartition(target, p)].result(10).offset for p in range(PARTITIONS)]
+    before = EndOffsets(primary, source, committed=False).per_partition()
+    target_ends = EndOffsets(dr, target, committed=committed).per_partition
 
     spawn = multiprocessing.get_context("spawn")
     stop, (receive, report) = spawn.Event(), spawn.Pipe(duplex=False)
@@ -641,6 +634,10 @@ def ratios(runs: list[Run], size: str, engine: str) -> list[float]:
             for (e, n) in by_round if e == engine and (peer, n) in by_round and by_round[(peer, n)].records_per_s]
 
 
+def fmt(value: float | None) -> str:
+    return f"{value:,.0f}" if value is not None else "-"
+
+
 def print_tables(runs: list[Run], latency: list[Run]) -> None:
     header = (f"{'size':<5} {'engine':<10} {'records/s median (min-max)':>28} {'MB/s':>6} {'rec/CPU-s':>10} "
               f"{'CPU-s/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'vs peer median (min-max)':>26} {'rounds':>6}")
@@ -655,7 +652,6 @@ def print_tables(runs: list[Run], latency: list[Run]) -> None:
             lat = next((r for r in latency if r.size == size and r.engine == engine), None)
             peer = ratios(runs, size, engine)
             vs = (f"{statistics.median(peer):.2f}x ({min(peer):.2f}-{max(peer):.2f})" if peer else "-")
-            fmt = lambda v: f"{v:,.0f}" if v is not None else "-"  # noqa: E731
             print(f"{size:<5} {engine:<10} {spread(rate):>28} {statistics.median(r.mb_per_s for r in mine):>6.1f} "
                   f"{statistics.median(r.records_per_cpu_s for r in mine):>10,.0f} "
                   f"{statistics.median(r.cpu_s_per_s for r in mine):>7.2f} {fmt(lat and lat.p50_ms):>7} "
@@ -667,7 +663,6 @@ def print_tables(runs: list[Run], latency: list[Run]) -> None:
         print(lat_header + "   (latency: the target's end offsets sampled every "
               f"{LATENCY_SAMPLE_S * 1000:.0f} ms)")
         print("-" * len(lat_header))
-        fmt = lambda v: f"{v:,.0f}" if v is not None else "-"  # noqa: E731
         for r in latency:
             print(f"{r.size:<5} {r.engine:<10} {fmt(r.latency_rate):>10} {fmt(r.latency_produced_per_s):>10} "
                   f"{fmt(r.p50_ms):>7} {fmt(r.p99_ms):>7} {fmt(r.latency_records):>11} {fmt(r.latency_missing):>8}")
@@ -717,12 +712,11 @@ def parse_args() -> argparse.Namespace:
         parser.error("--standalone-workers must be 0 (no cluster) or more")
     if args.standalone_workers and args.master != parser.get_default("master"):
         parser.error("give --master or --standalone-workers, not both")
-    if any("=" not in item for item in args.spark_set):
-        parser.error("--spark-set takes KEY=VALUE, e.g. max.offsets.per.trigger=100000")
-    if any("=" not in item for item in args.flow_set):
-        parser.error("--flow-set takes KEY=VALUE, e.g. consumer.fetch.max.wait.ms=10")
-    args.spark_set = dict(item.split("=", 1) for item in args.spark_set)
-    args.flow_set = dict(item.split("=", 1) for item in args.flow_set)
+    for flag, example in (("spark_set", "max.offsets.per.trigger=100000"), ("flow_set", "consumer.fetch.max.wait.ms=10")):
+        items = getattr(args, flag)
+        if any("=" not in item for item in items):
+            parser.error(f"--{flag.replace('_', '-')} takes KEY=VALUE, e.g. {example}")
+        setattr(args, flag, dict(item.split("=", 1) for item in items))
     return args
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mm2spec.mm2 import spark_eos
+from mm2spec.mm2 import defaults, spark_eos
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT
 from mm2spec.spec.document import Node, to_plain
 from mm2spec.spec.model import (
@@ -65,8 +65,8 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
     executors = spark_spec.get("executors") or {}
     spark = SparkDeployment(
         master=spark_spec.get("master", "local[*]"),
-        trigger_interval=spark_spec.get("triggerInterval", "500 milliseconds"),
-        max_offsets_per_trigger=spark_spec.get("maxOffsetsPerTrigger", 1_000_000),
+        trigger_interval=spark_spec.get("triggerInterval", defaults.SPARK_TRIGGER_INTERVAL_DEFAULT),
+        max_offsets_per_trigger=spark_spec.get("maxOffsetsPerTrigger", defaults.SPARK_MAX_OFFSETS_PER_TRIGGER_DEFAULT),
         checkpoint_location=spark_spec.get("checkpointLocation") or f"./.mm2spec/checkpoints/{name}",
         executor_instances=executors.get("instances"),
         executor_cores=executors.get("cores"),

@@ -129,19 +129,9 @@ class MirrorFlowConfig:
         return self.target.alias
 
 
-#: The micro-batch trigger when the config sets none. A record waits up to one interval for its
-#: batch, then for the batch: p50 0.8 s, p99 1.7 s at 20,000 records/s of 100 B on the 2-core
-#: benchmark machine (spark/README.md, Latency); 250 ms and 100 ms did not lower that there (the
-#: batches ran late and the driver's per-batch work took a core). An idle flow costs two
-#: ListOffsets a second.
-TRIGGER_INTERVAL_DEFAULT = "500 milliseconds"
-#: Most records per micro-batch when the config sets none. Without a cap a backlog (a new flow, a
-#: restart after an outage) runs as one batch: nothing reaches the target's consumers, no offset
-#: sync is written and no progress is checkpointed until all of it is copied. A batch's fixed cost
-#: (checkpoint logs, ListOffsets, planning, scheduling: ~0.1 s on an idle 2-core machine) is paid
-#: per batch, so the cap sets the catch-up rate: 100,000 held Spark to 0.55x MM2 at 100 B, 1,000,000
-#: reached 1.2x (spark/README.md, Benchmark), with batches of 2-3 s at 100 B and ~10 s at 1 KB.
-MAX_OFFSETS_PER_TRIGGER_DEFAULT = 1_000_000
+#: The Spark settings' defaults live with MM2's in mm2spec.mm2.defaults (the spec compiler uses them too).
+TRIGGER_INTERVAL_DEFAULT = defaults.SPARK_TRIGGER_INTERVAL_DEFAULT
+MAX_OFFSETS_PER_TRIGGER_DEFAULT = defaults.SPARK_MAX_OFFSETS_PER_TRIGGER_DEFAULT
 
 
 @dataclass(frozen=True)
