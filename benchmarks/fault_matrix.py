@@ -4,7 +4,7 @@
                                                [--cases kills,restarts,cuts,pulumi] [--modes alo,eos]
                                                [--pulumi-topics 200]
 
-Mirror rows (``mm2spec.dev.faults``; the fast subset is tests/integration/test_faults.py): the
+Mirror rows (``tests.kit.faults``; the fast subset is tests/integration/test_faults.py): the
 Spark job mirrors one 4-partition topic from ``primary`` to ``dr`` through Toxiproxy proxies while
 a producer writes ``--rate`` records/s straight to primary (idempotent, acks=all, keys =
 partition:sequence, values derived from the keys) and a ledger reads dr (read_committed for
@@ -46,8 +46,8 @@ from benchmarks.pulumi_1000_topics import WRAPPER, Project  # noqa: E402
 from benchmarks.specs import secured_spec  # noqa: E402
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD  # noqa: E402
-from mm2spec.dev.faults import Drill, DrillResult, cut_link, kill_driver, restart_broker  # noqa: E402
-from mm2spec.dev.toxiproxy import ProxiedPair  # noqa: E402
+from tests.kit.faults import FaultRun, FaultRunResult, cut_link, kill_driver, restart_broker  # noqa: E402
+from tests.kit.toxiproxy import ProxiedPair  # noqa: E402
 
 CLUSTERS = ("primary", "dr")
 #: Dev clusters start in seconds on an idle machine, minutes on a busy one.
@@ -68,7 +68,7 @@ MIRROR_HEADER = (f"{'fault':<28} {'delivery':<14} {'n':>3} {'acked':>9} {'lost':
                  f"{'recovery s (median / max)':>26} {'restarts':>8}")
 
 
-def mirror_row(result: DrillResult) -> str:
+def mirror_row(result: FaultRunResult) -> str:
     recovery = sorted(result.recovery_s)
     figures = f"{recovery[len(recovery) // 2]:.1f} / {recovery[-1]:.1f}" if recovery else "-"
     return (f"{result.case:<28} {result.delivery:<14} {result.faults:>3} {result.acknowledged:>9,} {result.lost:>5,} "
@@ -83,8 +83,8 @@ def mirror_cases(args, work: Path) -> None:
         for mode in args.modes:
             exactly_once = mode == "eos"
 
-            def drill(name: str) -> Drill:
-                return Drill(pair, work, f"{name}-{mode}", exactly_once=exactly_once, rate=args.rate)
+            def drill(name: str) -> FaultRun:
+                return FaultRun(pair, work, f"{name}-{mode}", exactly_once=exactly_once, rate=args.rate)
 
             if "kills" in args.cases:
                 with drill("kills") as running:
@@ -103,12 +103,12 @@ def mirror_cases(args, work: Path) -> None:
         pair.down()
 
 
-def _restart(running: Drill, cluster: str) -> tuple[str, float]:
+def _restart(running: FaultRun, cluster: str) -> tuple[str, float]:
     return f"{cluster} broker restart", restart_broker(running, cluster)
 
 
 def _cut(seconds: float):
-    def cut(running: Drill, cluster: str) -> tuple[str, float]:
+    def cut(running: FaultRun, cluster: str) -> tuple[str, float]:
         return f"{seconds:.0f} s cut mirror<->{cluster}", cut_link(running, cluster, seconds)
     return cut
 

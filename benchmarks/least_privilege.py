@@ -7,7 +7,7 @@ topic and one group from ``primary`` to ``dr`` as ``User:mm2`` (``benchmarks/spe
 ``compile`` derives for it created and nothing else, then every ACL operation x resource type on
 the mirrored topic and group, on a topic and a group outside the mirror, on the cluster and on a
 foreign transactional id, per cluster: granted by the derived ACLs, or probed with a real client
-call as mm2 (``mm2spec.dev.acl_matrix``), which must come back with the authorization error of
+call as mm2 (``tests.kit.acl_matrix``), which must come back with the authorization error of
 that resource type. That the engines work with exactly these ACLs is what
 tests/integration/test_least_privilege.py (Spark) and test_mm2_rendered.py (Connect) show.
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.specs import secured_spec  # noqa: E402
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
-from mm2spec.dev.acl_matrix import mirror_matrix, render  # noqa: E402
+from tests.kit.acl_matrix import mirror_matrix, render  # noqa: E402
 from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD  # noqa: E402
 from mm2spec.live.kafka import KafkaAdmin  # noqa: E402
 from mm2spec.spec.load import load_desired_state  # noqa: E402

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
-from mm2spec.dev.ledger import Ledger, SequencedProducer, ledger_job  # noqa: E402
+from tests.kit.ledger import Ledger, SequencedProducer, ledger_job  # noqa: E402
 from mm2spec.dev.spark import start_standalone_cluster  # noqa: E402
 from mm2spec.runtime import deployment as mirror  # noqa: E402
 

@@ -17,7 +17,7 @@ from mm2spec.errors import OperationRefused, OutputUnwritable
 
 
 def _settings(args: argparse.Namespace):
-    from mm2spec.ops.drill import DrillSettings
+    from mm2spec.ops.drill.drill import DrillSettings
 
     for flag, value, low in (("--rate", args.rate, 0.1), ("--record-bytes", args.record_bytes, 64),
                              ("--duration", args.duration, 0), ("--probe-partitions", args.probe_partitions, 1),
@@ -59,9 +59,9 @@ class PhaseLines:
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
-    from mm2spec.ops.context import Options, parse_limit
-    from mm2spec.ops.drill import Drill, plan_drill
-    from mm2spec.ops.drill_report import headline_rows, write_report
+    from mm2spec.ops.playbooks.context import Options, parse_limit
+    from mm2spec.ops.drill.drill import Drill, plan_drill
+    from mm2spec.ops.drill.report import headline_rows, write_report
     from mm2spec.spec.load import load_desired_state
 
     state = load_desired_state(args.spec, args.env)

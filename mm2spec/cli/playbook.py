@@ -46,7 +46,7 @@ class Progress:
         sys.stderr.flush()
 
     def task(self, event: str, task, result) -> None:
-        from mm2spec.ops.report import task_line
+        from mm2spec.ops.playbooks.report import task_line
 
         if self.quiet:
             return
@@ -58,13 +58,14 @@ class Progress:
 
 
 def run_playbook(args: argparse.Namespace, playbook_name: str) -> int:
-    from mm2spec.ops.context import Context, Options, parse_limit
-    from mm2spec.ops.playbook import load_playbook
-    from mm2spec.ops.report import render
-    from mm2spec.ops.runner import run
+    from mm2spec.ops.playbooks.context import Context, Options, parse_limit
+    from mm2spec.ops.modules.catalogue import CATALOGUE
+    from mm2spec.ops.playbooks.playbook import load_playbook
+    from mm2spec.ops.playbooks.report import render
+    from mm2spec.ops.playbooks.runner import run
     from mm2spec.spec.load import load_desired_state
 
-    playbook = load_playbook(playbook_name)
+    playbook = load_playbook(playbook_name, CATALOGUE)
     state = load_desired_state(args.spec, args.env)
     flows, groups = parse_limit(args.limit)
     options = Options(check=args.check, diff=args.diff, source_unreachable=args.source_unreachable,
@@ -88,8 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_modules(_args: argparse.Namespace) -> int:
-    from mm2spec.ops.catalogue import CATALOGUE
-    from mm2spec.ops.playbook import VARIABLES
+    from mm2spec.ops.modules.catalogue import CATALOGUE
+    from mm2spec.ops.playbooks.playbook import VARIABLES
 
     for name, module in sorted(CATALOGUE.items()):
         params = ", ".join(sorted(module.args.get("properties", {}))) or "-"

@@ -19,7 +19,7 @@ from mm2spec.errors import KafkaOperationFailed, RecordMalformed
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, client_config, env_secrets
 from mm2spec.live.records import RecordReader
-from mm2spec.live.state import FailoverState
+from mm2spec.live.types import FailoverState
 from mm2spec.spec.model import Cluster
 
 STATE_TOPIC = "mm2spec.dr-state.internal"

@@ -35,7 +35,7 @@ from confluent_kafka.admin import (
 
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
-from mm2spec.live.state import LiveTopic
+from mm2spec.live.types import LiveTopic
 from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE, chunks, retry_call
 from mm2spec.spec.model import AclBinding, Cluster
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.kafka import SecretLookup, client_config, env_secrets, retrying
-from mm2spec.live.state import GroupState, Record
+from mm2spec.live.types import GroupState, Record
 from mm2spec.spec.model import Cluster
 
 # One fetch returns up to this many records: large enough to read a 100-record gap between two

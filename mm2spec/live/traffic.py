@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer
 
 from mm2spec.errors import KafkaOperationFailed
 from mm2spec.live.kafka import SecretLookup, client_config, env_secrets, retrying
-from mm2spec.live.state import Record
+from mm2spec.live.types import Record
 from mm2spec.spec.model import Cluster
 
 DRILL_HEADER = "mm2spec-drill"

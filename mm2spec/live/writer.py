@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mm2spec.errors import KafkaOperationFailed
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.kafka import SecretLookup, client_config, env_secrets
-from mm2spec.live.state import Record
+from mm2spec.live.types import Record
 from mm2spec.spec.model import Cluster
 
 # Producer settings for a bulk copy: batches of up to 1 MiB, held 20 ms to fill, so a million small

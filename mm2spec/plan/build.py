@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 from mm2spec.live.connect import ConnectClient
 from mm2spec.live.dr_state import read_states
 from mm2spec.live.kafka import KafkaAdmin
-from mm2spec.live.state import FailoverState
+from mm2spec.live.types import FailoverState
 from mm2spec.plan.desired import (DesiredResources, TopicSpec, desired_resources, list_sources, topics_needing_configs,
                                   with_configs)
 from mm2spec.plan.diff import FieldChange, diff_acls, diff_connector, diff_topic

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
-from mm2spec.live.state import LiveTopic
+from mm2spec.live.types import LiveTopic
 from mm2spec.mm2.selection import config_synced
 from mm2spec.spec.model import AclBinding, DesiredState, MirrorFlow
 from mm2spec.spec.patterns import NameSelector, python_regex

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Literal, Mapping
 
-from mm2spec.live.state import LiveTopic
+from mm2spec.live.types import LiveTopic
 from mm2spec.spec.model import AclBinding
 
 Action = Literal["create", "update", "replace", "delete", "no-op", "refused"]

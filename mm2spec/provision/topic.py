@@ -38,7 +38,7 @@ from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 
 from mm2spec.errors import ProvisionFailed
 from mm2spec.live.kafka import KafkaAdmin
-from mm2spec.live.state import LiveTopic
+from mm2spec.live.types import LiveTopic
 from mm2spec.plan.desired import TopicSpec
 from mm2spec.plan.diff import Change, diff_configs, diff_topic
 from mm2spec.provision import connection

@@ -22,7 +22,7 @@ from mm2spec.errors import ComponentMissing
 from mm2spec.dev import BrokerSpec, ConnectWorker, DevPorts, DevStack, DevState, JavaProcess, connect_worker_properties
 from mm2spec.dev import process as dev_process
 from mm2spec.dev.config import read_properties
-from mm2spec.dev.toxiproxy import ProxiedPair
+from tests.kit.toxiproxy import ProxiedPair
 
 from required import missing_component
 

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mm2spec.cli import main
 from mm2spec.live.dr_state import read_states
 from mm2spec.live.records import retrying
-from mm2spec.ops.drill_report import PLOTS, headline_rows
+from mm2spec.ops.drill.report import PLOTS, headline_rows
 from mm2spec.render import spark_job_config
 from mm2spec.resources import schema_path
 from mm2spec.runtime import deployment as mirror

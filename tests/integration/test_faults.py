@@ -3,7 +3,7 @@ the Spark mirror, under a live producer, loses nothing when its driver is killed
 broker restarts or when its link to either cluster is cut; with exactly-once a read_committed
 consumer of the target sees no record twice.
 
-Each test runs one :class:`~mm2spec.dev.faults.Drill` on the ``proxied_kafka_pair`` fixture and
+Each test runs one :class:`~tests.kit.faults.FaultRun` on the ``proxied_kafka_pair`` fixture and
 judges only what the target holds against what the source acknowledged.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mm2spec.dev.faults import Drill, cut_link, kill_driver, restart_broker
+from tests.kit.faults import FaultRun, cut_link, kill_driver, restart_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -46,7 +46,7 @@ def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spar
     to each cluster cut. Nothing lost, nothing read twice with read_committed, and the
     target catches up after every fault."""
     rng = random.Random(SEED)
-    with Drill(proxied_kafka_pair, tmp_path, "faults-eos", exactly_once=True, rate=RATE) as drill:
+    with FaultRun(proxied_kafka_pair, tmp_path, "faults-eos", exactly_once=True, rate=RATE) as drill:
         recovery = {f"kill -9 driver #{n}": kill_driver(drill, rng) for n in range(1, KILLS + 1)}
         for cluster in ("primary", "dr"):
             recovery[f"{cluster} broker restart"] = restart_broker(drill, cluster)
@@ -63,7 +63,7 @@ def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spar
 def test_at_least_once_driver_kills_lose_nothing(proxied_kafka_pair, spark_ready, tmp_path):
     """Replayed micro-batches may write records again (counted), but none goes missing."""
     rng = random.Random(SEED)
-    with Drill(proxied_kafka_pair, tmp_path, "kills-alo", exactly_once=False, rate=RATE) as drill:
+    with FaultRun(proxied_kafka_pair, tmp_path, "kills-alo", exactly_once=False, rate=RATE) as drill:
         result = drill.finish("kill -9 driver", [kill_driver(drill, rng) for _ in range(KILLS)])
     print(f"\n{result}")
     assert_nothing_lost(result)

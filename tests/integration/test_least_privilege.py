@@ -1,7 +1,7 @@
 """Least privilege, proven as a matrix, on the secured pair (SASL/SCRAM, StandardAuthorizer).
 
 With only the ACLs ``compile`` derives for ``User:mm2`` in place, every ACL operation x resource
-type they do not grant is refused to mm2 by a real client call (``mm2spec.dev.acl_matrix``), and
+type they do not grant is refused to mm2 by a real client call (``tests.kit.acl_matrix``), and
 the Spark engine still mirrors records and syncs a group's offsets as mm2, in one job with an
 at-least-once flow and an exactly-once flow (whose writer needs its own group and transactional
 ids). (The Connect engine with the same derivation is proven in test_mm2_rendered.py, exactly-once
@@ -21,8 +21,8 @@ import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mm2spec.dev import MM2_PASSWORD
-from mm2spec.dev.acl_matrix import mirror_matrix, render
-from mm2spec.dev.ledger import SequencedProducer
+from tests.kit.acl_matrix import mirror_matrix, render
+from tests.kit.ledger import SequencedProducer
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.mm2 import spark_eos
 from mm2spec.runtime import deployment as mirror

@@ -15,7 +15,7 @@ from mm2spec.spec.load import load_desired_state
 from mm2spec.live.connect import ConnectClient
 from mm2spec.plan.desired import TopicSpec
 from mm2spec.dev import ADMIN_PASSWORD
-from mm2spec.dev.ledger import SequencedProducer
+from tests.kit.ledger import SequencedProducer
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.spec.model import AclBinding, Cluster, Security
 from mm2spec.provision import connection

@@ -35,7 +35,7 @@ import yaml
 from mm2spec.components import components
 from mm2spec.errors import ComponentMissing
 from mm2spec.dev import ADMIN_PASSWORD, MM2_PASSWORD
-from mm2spec.dev.ledger import SequencedProducer
+from tests.kit.ledger import SequencedProducer
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.spec.model import Cluster, Security
 from specs import ADMIN_SECRET, MM2_SECRET, spec_for

@@ -7,7 +7,7 @@ from pathlib import Path
 from mm2spec.spec.load import load_desired_state
 from mm2spec.plan.desired import SourceSnapshot, desired_resources, mirrored_topics
 from mm2spec.plan.diff import diff_acls, diff_connector, diff_topic
-from mm2spec.live.state import LiveTopic
+from mm2spec.live.types import LiveTopic
 from mm2spec.spec.model import AclBinding
 
 ROOT = Path(__file__).resolve().parents[2]

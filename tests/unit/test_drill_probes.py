@@ -12,11 +12,11 @@ import yaml
 
 from mm2spec.cli import main
 from mm2spec.errors import OperationRefused
-from mm2spec.live.state import Record
+from mm2spec.live.types import Record
 from mm2spec.live.traffic import DRILL_HEADER, SEQ_HEADER
-from mm2spec.ops.context import Options
-from mm2spec.ops.drill import Drill, DrillSettings, plan_drill
-from mm2spec.ops.drill_checks import Move, probe
+from mm2spec.ops.playbooks.context import Options
+from mm2spec.ops.drill.drill import Drill, DrillSettings, plan_drill
+from mm2spec.ops.drill.checks import Move, probe
 from mm2spec.spec.load import load_desired_state
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,7 +152,7 @@ def test_drill_records_are_labelled_with_their_sequence():
 
 
 def test_a_failure_between_the_switches_says_the_flows_stay_failed_over():
-    from mm2spec.ops.drill import Phase
+    from mm2spec.ops.drill.drill import Phase
 
     state = _example()
     drill = Drill(state, Options(), DrillSettings(), plan_drill(state, Options(), DrillSettings()))

@@ -16,9 +16,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from mm2spec.ops.drill import headline
-from mm2spec.ops.drill_plots import switch_windows
-from mm2spec.ops.drill_report import PLOTS, format_markdown, headline_rows, seconds, write_report
+from mm2spec.ops.drill.drill import headline
+from mm2spec.ops.drill.plots import switch_windows
+from mm2spec.ops.drill.report import PLOTS, format_markdown, headline_rows, seconds, write_report
 from mm2spec.resources import schema_path
 
 RECORDED = Path(__file__).parent / "data" / "drill" / "drill.json"

@@ -97,7 +97,7 @@ def offline(path: Path, module: str, package: Path) -> str | None:
     if layer in OFFLINE and _is(module, NETWORK):
         return f"layer {layer} must work without a network client"
     if layer == "plan" and path.stem in OFFLINE_PLAN:
-        if _is(module, NETWORK) or (_is(module, ["mm2spec.live"]) and module != "mm2spec.live.state"):
+        if _is(module, NETWORK) or (_is(module, ["mm2spec.live"]) and module != "mm2spec.live.types"):
             return "only plan.build reads live clusters"
     return None
 

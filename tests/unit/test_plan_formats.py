@@ -14,7 +14,7 @@ import pytest
 
 from mm2spec.spec.compile import compile_spec
 from mm2spec.spec.document import parse
-from mm2spec.live.state import LiveTopic
+from mm2spec.live.types import LiveTopic
 from mm2spec.spec.model import AclBinding
 from mm2spec.plan.build import build_plan
 from mm2spec.plan.formats import mask, to_json, to_markdown, to_text
@@ -204,7 +204,7 @@ def test_spark_deployment_drift():
 
 
 def test_a_failed_over_flow_keeps_its_mirror_stopped_and_says_so():
-    from mm2spec.live.state import FailoverState
+    from mm2spec.live.types import FailoverState
 
     root = parse((ROOT / "examples/dr-spec.example.yaml").read_text(), "payments-dr.yaml")
     state = compile_spec(resolve(root, "dev"), "dev", "payments-dr.yaml")

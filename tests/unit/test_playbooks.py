@@ -12,14 +12,14 @@ import pytest
 
 from mm2spec.cli import main
 from mm2spec.errors import PlaybookInvalid
-from mm2spec.live.state import Record
-from mm2spec.ops.catalogue import CATALOGUE
-from mm2spec.ops.context import Context, Options, parse_limit
-from mm2spec.ops.module import Module
-from mm2spec.ops.playbook import Playbook, Task, condition_problem, evaluate, load_playbook, playbook_schema
-from mm2spec.ops.report import Outcome, RunReport, TaskResult, render
-from mm2spec.ops.runner import run
-from mm2spec.ops.translate import Anchor, Translation, align, mm2_translation, nearest_sync
+from mm2spec.live.types import Record
+from mm2spec.ops.modules.catalogue import CATALOGUE
+from mm2spec.ops.playbooks.context import Context, Options, parse_limit
+from mm2spec.ops.playbooks.module import Module
+from mm2spec.ops.playbooks.playbook import Playbook, Task, condition_problem, evaluate, load_playbook, playbook_schema
+from mm2spec.ops.playbooks.report import Outcome, RunReport, TaskResult, render
+from mm2spec.ops.playbooks.runner import run
+from mm2spec.ops.modules.translate import Anchor, Translation, align, mm2_translation, nearest_sync
 from mm2spec.spec.document import Position
 from mm2spec.spec.load import load_desired_state
 
@@ -32,17 +32,17 @@ EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
 
 @pytest.mark.parametrize("name", ["verify", "failover", "failback"])
 def test_bundled_playbooks_load_and_match_the_schema(name):
-    playbook = load_playbook(name)
+    playbook = load_playbook(name, CATALOGUE)
     assert playbook.name == name and playbook.tasks
     import yaml
 
     data = yaml.safe_load(Path(playbook.path).read_text())
-    jsonschema.Draft202012Validator(playbook_schema()).validate(data)
+    jsonschema.Draft202012Validator(playbook_schema(CATALOGUE)).validate(data)
 
 
 def test_the_schema_file_is_the_catalogue():
-    assert json.loads((ROOT / "schemas/playbook.schema.json").read_text()) == playbook_schema(), \
-        "regenerate schemas/playbook.schema.json from mm2spec.ops.playbook.playbook_schema()"
+    assert json.loads((ROOT / "schemas/playbook.schema.json").read_text()) == playbook_schema(CATALOGUE), \
+        "regenerate schemas/playbook.schema.json from mm2spec.ops.playbooks.playbook.playbook_schema(CATALOGUE)"
 
 
 def test_every_problem_of_a_playbook_is_reported_with_its_place(tmp_path, capsys):
@@ -67,7 +67,7 @@ def test_every_problem_of_a_playbook_is_reported_with_its_place(tmp_path, capsys
         "    mirror.status: {}\n"
         "    when: __import__('os')\n")
     with pytest.raises(PlaybookInvalid) as caught:
-        load_playbook(str(bad))
+        load_playbook(str(bad), CATALOGUE)
     text = str(caught.value)
     expected = [
         f"{bad}:2:1: /colour: unknown field 'colour'",
@@ -226,7 +226,7 @@ def test_align_skips_source_gaps_and_reports_foreign_records():
 
 
 def test_windows_are_read_once_and_sliced_in_order():
-    from mm2spec.ops.translate import PartitionWindow, merged
+    from mm2spec.ops.modules.translate import PartitionWindow, merged
 
     assert merged([(50, 60), (0, 10), (12, 20), (100, 110)], gap=5) == [(0, 20), (50, 60), (100, 110)]
     window = PartitionWindow()

@@ -18,7 +18,7 @@ from pulumi.runtime import Mocks, set_mocks
 from mm2spec.spec.load import load_desired_state
 from mm2spec.plan.desired import SourceSnapshot
 from mm2spec.errors import ProvisionFailed, SecretMissing
-from mm2spec.live.state import LiveTopic
+from mm2spec.live.types import LiveTopic
 from mm2spec.provision import acl, connection, connector, program, spark_deployment, topic, worker_config
 from mm2spec.provision.files import RenderedFileProvider
 from mm2spec.render import connectors, spark_job_config

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from mm2spec.live.state import FailoverState
+from mm2spec.live.types import FailoverState
 from mm2spec.mm2.records import OffsetSync
-from mm2spec.ops import reverse
-from mm2spec.ops.reverse import BackPartition, Copied, anchors, translation_anchors
+from mm2spec.ops.modules import reverse
+from mm2spec.ops.modules.reverse import BackPartition, Copied, anchors, translation_anchors
 
 PART = BackPartition("orders", 0, dr_start=100, topic="orders", source_start=130)
 

@@ -1,6 +1,6 @@
-"""Fault drills: the Spark mirror on a :class:`~mm2spec.dev.toxiproxy.ProxiedPair` under a live
+"""Fault drills: the Spark mirror on a :class:`~tests.kit.toxiproxy.ProxiedPair` under a live
 producer, while its driver is killed, a broker restarts or a network link is cut; afterwards
-every record the source acknowledged is accounted for on the target (:mod:`mm2spec.dev.ledger`).
+every record the source acknowledged is accounted for on the target (:mod:`tests.kit.ledger`).
 
 The job is driven only through its public interface (a job config as ``render`` writes it and
 :mod:`mm2spec.runtime.deployment`), so the drills hold for whichever writer the job has. The
@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mm2spec.dev.ledger import Ledger, SequencedProducer, ledger_job
-from mm2spec.dev.toxiproxy import ProxiedPair
+from tests.kit.ledger import Ledger, SequencedProducer, ledger_job
+from tests.kit.toxiproxy import ProxiedPair
 from mm2spec.errors import DevError
 from mm2spec.runtime import deployment as mirror
 from mm2spec.runtime.process import POLL_SECONDS
@@ -39,7 +39,7 @@ FLOW = "primary-to-dr"
 
 
 @dataclass
-class DrillResult:
+class FaultRunResult:
     """One row of the fault matrix."""
 
     case: str
@@ -63,7 +63,7 @@ class DrillResult:
     """Failed queries the running job restarted by itself (from its status file)."""
 
 
-class Drill:
+class FaultRun:
     """One ledger topic mirrored from ``pair``'s primary to dr through the proxies, under a
     producer writing ``rate`` records/s directly to primary; a ledger reads dr directly."""
 
@@ -86,7 +86,7 @@ class Drill:
     def delivery(self) -> str:
         return "exactly-once" if self.exactly_once else "at-least-once"
 
-    def __enter__(self) -> Drill:
+    def __enter__(self) -> FaultRun:
         from confluent_kafka.admin import AdminClient, NewTopic  # imported late: the CLI should start fast
 
         admin = AdminClient(self.source)
@@ -141,11 +141,11 @@ class Drill:
                    "the target to hold every record acknowledged when the fault ended")
         return time.monotonic() - began
 
-    def finish(self, case: str, recovery_s: list[float]) -> DrillResult:
+    def finish(self, case: str, recovery_s: list[float]) -> FaultRunResult:
         """Stop the producer, let the target catch up, count; one fault per ``recovery_s`` entry."""
         self.producer.stop()
         count = self.ledger.catch_up(self.producer, RECOVERY_TIMEOUT_S, alive=lambda: self._running())
-        return DrillResult(case, self.delivery, len(recovery_s), self.producer.acknowledged, count.unique,
+        return FaultRunResult(case, self.delivery, len(recovery_s), self.producer.acknowledged, count.unique,
                            count.lost, count.duplicates, count.corrupt, recovery_s,
                            self.restarts_before + self.job_restarts())
 
@@ -173,7 +173,7 @@ class Drill:
 # target held every record the source had acknowledged by then.
 
 
-def kill_driver(drill: Drill, rng: random.Random, *, max_delay_s: float = 8.0) -> float:
+def kill_driver(drill: FaultRun, rng: random.Random, *, max_delay_s: float = 8.0) -> float:
     """Let the mirror deliver, wait a random 0..``max_delay_s`` s (mid-batch, between batches,
     while committing), kill -9 the driver and start the job again at once."""
     drill.progress()
@@ -183,14 +183,14 @@ def kill_driver(drill: Drill, rng: random.Random, *, max_delay_s: float = 8.0) -
     return drill.recovery()
 
 
-def restart_broker(drill: Drill, cluster: str) -> float:
+def restart_broker(drill: FaultRun, cluster: str) -> float:
     """Stop ``cluster``'s broker mid-stream and start it again (same storage)."""
     drill.progress()
     drill.pair.restart(cluster, BROKER_READY_TIMEOUT_S)
     return drill.recovery()
 
 
-def cut_link(drill: Drill, cluster: str, seconds: float) -> float:
+def cut_link(drill: FaultRun, cluster: str, seconds: float) -> float:
     """Cut the link between the mirror and ``cluster`` for ``seconds``: open connections closed,
     new ones refused."""
     drill.progress()

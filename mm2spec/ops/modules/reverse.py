@@ -25,11 +25,11 @@ from typing import Iterable
 
 from mm2spec.errors import OperationRefused
 from mm2spec.live.records import RecordReader
-from mm2spec.live.state import FailoverState, Record
+from mm2spec.live.types import FailoverState, Record
 from mm2spec.live.writer import RecordWriter
 from mm2spec.mm2 import policy
 from mm2spec.mm2.records import OffsetSync
-from mm2spec.ops.context import Context
+from mm2spec.ops.playbooks.context import Context
 from mm2spec.spec.model import MirrorFlow
 
 # MM2 creates its offset-syncs topics compacted with one partition; the reverse flow's is the same.

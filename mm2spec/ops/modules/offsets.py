@@ -12,12 +12,12 @@ from typing import Any, Mapping
 
 from mm2spec.errors import OperationRefused
 from mm2spec.live.records import GroupOffsets, RecordReader
-from mm2spec.live.state import Record
-from mm2spec.ops.context import Context
-from mm2spec.ops.module import Module, arguments
-from mm2spec.ops.report import Outcome
-from mm2spec.ops.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions, source_topic_of
-from mm2spec.ops.translate import (
+from mm2spec.live.types import Record
+from mm2spec.ops.playbooks.context import Context
+from mm2spec.ops.playbooks.module import Module, arguments
+from mm2spec.ops.playbooks.report import Outcome
+from mm2spec.ops.modules.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions, source_topic_of
+from mm2spec.ops.modules.translate import (
     REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, merged, mm2_translation, nearest_sync,
 )
 from mm2spec.spec.model import MirrorFlow

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from mm2spec.errors import ClusterUnreachable, OperationRefused
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, env_secrets
-from mm2spec.live.state import FailoverState
+from mm2spec.live.types import FailoverState
 from mm2spec.runtime.deployment import state_dir_of
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
@@ -71,9 +71,9 @@ def failure_text(options: Options, exc: Exception) -> str:
 class Context:
     """One run's shared state; ``progress`` reports a wait's state (the CLI shows a spinner)."""
 
-    def __init__(self, state: DesiredState, options: Options, secrets: SecretLookup = env_secrets,
+    def __init__(self, spec: DesiredState, options: Options, secrets: SecretLookup = env_secrets,
                  progress: Callable[[str], None] = lambda _text: None, clock: Callable[[], float] = time.time):
-        self.state = state
+        self.spec = spec
         self.options = options
         self.secrets = secrets
         self.progress = progress
@@ -85,11 +85,11 @@ class Context:
         self._states: dict[str, FailoverState] | None = None
 
     def _select_flows(self) -> list[MirrorFlow]:
-        names = [f.name for f in self.state.mirrors]
+        names = [f.name for f in self.spec.mirrors]
         unknown = [n for n in self.options.limit_flows if n not in names]
         if unknown:
             raise OperationRefused(f"--limit flow={', '.join(unknown)}: no such flow in the spec (flows: {', '.join(names)})")
-        return [f for f in self.state.mirrors if not self.options.limit_flows or f.name in self.options.limit_flows]
+        return [f for f in self.spec.mirrors if not self.options.limit_flows or f.name in self.options.limit_flows]
 
     def group_selected(self, group: str) -> bool:
         return self.options.limit_groups is None or re.fullmatch(self.options.limit_groups, group) is not None
@@ -97,14 +97,14 @@ class Context:
     # ------------------------------------------------------------------------------- clients
     def admin(self, alias: str) -> KafkaAdmin:
         if alias not in self._admins:
-            self._admins[alias] = KafkaAdmin(self.state.cluster(alias), self.secrets)
+            self._admins[alias] = KafkaAdmin(self.spec.cluster(alias), self.secrets)
         return self._admins[alias]
 
     def client(self, kind: type, alias: str, **options) -> Any:
         """One client of ``kind`` (``RecordReader``, ``GroupOffsets``) per cluster and options."""
         key = (kind, alias, tuple(sorted(options.items())))
         if key not in self._clients:
-            self._clients[key] = kind(self.state.cluster(alias), self.secrets, **options)
+            self._clients[key] = kind(self.spec.cluster(alias), self.secrets, **options)
         return self._clients[key]
 
     def close(self) -> None:
@@ -116,11 +116,11 @@ class Context:
 
     @property
     def spark_state_dir(self) -> Path:
-        return state_dir_of(self.state.name, self.options.state_dir)
+        return state_dir_of(self.spec.name, self.options.state_dir)
 
     @property
     def connect_url(self) -> str | None:
-        return self.options.connect_url or self.state.connect.rest_url
+        return self.options.connect_url or self.spec.connect.rest_url
 
     # -------------------------------------------------------------------------- DR state
     def failover_states(self, refresh: bool = False) -> dict[str, FailoverState]:
@@ -130,14 +130,14 @@ class Context:
         if self._states is None or refresh:
             found: dict[str, FailoverState] = {}
             for target in sorted({f.target for f in self.flows}):
-                found.update(read_states(self.state.cluster(target), self.state.name, self.secrets))
+                found.update(read_states(self.spec.cluster(target), self.spec.name, self.secrets))
             self._states = {f.name: found[f.name] for f in self.flows if f.name in found}
         return self._states
 
     def variables(self) -> dict[str, Any]:
         """The values ``when`` conditions see."""
         states = self.failover_states()
-        failover = self.state.failover
+        failover = self.spec.failover
         return {
             "check": self.options.check,
             "planned": not self.options.source_unreachable,
@@ -146,7 +146,7 @@ class Context:
                                                     for f in self.flows),
             "resuming": any(f.name in states for f in self.flows),
             "failing_back": any(s.phase == "failing-back" for s in states.values()),
-            "engine": self.state.engine,
+            "engine": self.spec.engine,
             "fence": failover.fence and bool(failover.clients),
             "clients": bool(failover.clients),
             "exactly_once": any(f.exactly_once for f in self.flows),

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mm2spec.ops.translate import Translation
+from mm2spec.ops.modules.translate import Translation
 
 REPORT_FORMAT_VERSION = 1
 STATUSES = ("ok", "changed", "skipped", "failed")

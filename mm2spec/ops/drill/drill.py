@@ -8,7 +8,7 @@ there. A switch is planned, as an operator runs it: the groups stop, the writes 
 record sent acknowledged), the playbook runs, the drill counts the records the new active cluster
 lacks (the RPO) and probes every translated group, then the writes and the groups resume there.
 
-The result is data (``Drill.to_json``, ``schemas/drill-report.schema.json``); ``drill_report``
+The result is data (``Drill.to_json``, ``schemas/drill-report.schema.json``); ``report``
 renders it. Nothing here prints: phases and playbook tasks are reported to the caller's listeners.
 """
 
@@ -26,12 +26,13 @@ from mm2spec.errors import Mm2specError, OperationRefused
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, env_secrets
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.live.traffic import DRILL_HEADER, ProbeGroup, ProbeLoad, drill_seq
-from mm2spec.ops.context import Context, Options
-from mm2spec.ops.drill_checks import Move, drill_records, duplicates, missing, probe_moves
-from mm2spec.ops.playbook import load_playbook
-from mm2spec.ops.report import RunReport
-from mm2spec.ops.runner import Listener, run
-from mm2spec.ops.topology import source_topic_of
+from mm2spec.ops.playbooks.context import Context, Options
+from mm2spec.ops.drill.checks import Move, drill_records, duplicates, missing, probe_moves
+from mm2spec.ops.modules.catalogue import CATALOGUE
+from mm2spec.ops.playbooks.playbook import load_playbook
+from mm2spec.ops.playbooks.report import RunReport
+from mm2spec.ops.playbooks.runner import Listener, run
+from mm2spec.ops.modules.topology import source_topic_of
 from mm2spec.plan.desired import mirrored_groups, mirrored_topics
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
@@ -240,10 +241,10 @@ class Phase:
 class Drill:
     """One drill run; ``run()`` returns True when every phase passed."""
 
-    def __init__(self, state: DesiredState, options: Options, settings: DrillSettings, plan: DrillPlan,
+    def __init__(self, spec: DesiredState, options: Options, settings: DrillSettings, plan: DrillPlan,
                  on_phase: PhaseListener = lambda *_: None, listener: Listener = lambda *_: None,
                  progress: Callable[[str], None] = lambda _text: None, secrets: SecretLookup = env_secrets):
-        self.state, self.options, self.settings, self.plan = state, options, settings, plan
+        self.spec, self.options, self.settings, self.plan = spec, options, settings, plan
         self.on_phase, self.listener, self.progress, self.secrets = on_phase, listener, progress, secrets
         self.id = uuid.uuid4().hex[:12]
         self.started_at = time.time()
@@ -263,7 +264,7 @@ class Drill:
 
     def admin(self, alias: str) -> KafkaAdmin:
         if alias not in self._admins:
-            self._admins[alias] = KafkaAdmin(self.state.cluster(alias), self.secrets)
+            self._admins[alias] = KafkaAdmin(self.spec.cluster(alias), self.secrets)
         return self._admins[alias]
 
     # --------------------------------------------------------------------------------- phases
@@ -338,7 +339,7 @@ class Drill:
 
     # ------------------------------------------------------------------------------- prepare
     def _prepare(self) -> str:
-        states = Context(self.state, self.options, self.secrets).failover_states()
+        states = Context(self.spec, self.options, self.secrets).failover_states()
         if states:
             raise OperationRefused(f"{', '.join(f'{n} is {s.phase}' for n, s in states.items())}: a drill starts from "
                                    "a healthy setup; finish that first (mm2spec failover to converge, or fail back)")
@@ -363,7 +364,7 @@ class Drill:
             admin.create_topic(topic, self.settings.probe_partitions, -1, {})
             return self.settings.probe_partitions
         if not self.settings.allow_existing_topics:
-            with RecordReader(self.state.cluster(self.plan.source), self.secrets) as reader:
+            with RecordReader(self.spec.cluster(self.plan.source), self.secrets) as reader:
                 for partition in range(live.partitions):
                     last = reader.last_record(topic, partition)
                     if last is not None and DRILL_HEADER not in dict(last.headers):
@@ -378,7 +379,7 @@ class Drill:
         lacking = [f"{names[t]}-{p}" for t, p in self.partitions if names[t] not in live]
         if lacking:
             return lacking
-        with RecordReader(self.state.cluster(self.plan.target), self.secrets) as reader:
+        with RecordReader(self.spec.cluster(self.plan.target), self.secrets) as reader:
             return [f"{names[t]}-{p}" for t, p in self.partitions
                     if (last := reader.last_record(names[t], p)) is None or drill_seq(last, self.id) is None]
 
@@ -398,7 +399,7 @@ class Drill:
             time.sleep(min(POLL_S, left))
 
     def _start_apps(self, alias: str) -> None:
-        cluster, names = self.state.cluster(alias), self.plan.names_on(alias)
+        cluster, names = self.spec.cluster(alias), self.plan.names_on(alias)
         self.active = alias
         self.load.resume(cluster, names)
         for group in self.groups:
@@ -448,8 +449,8 @@ class Drill:
                        state_dir=self.options.state_dir, connect_url=self.options.connect_url)
 
     def _playbook(self, name: str, options: Options, listener: Listener | None = None) -> RunReport:
-        ctx = Context(self.state, options, self.secrets, progress=self.progress)
-        return run(load_playbook(name), ctx, listener=listener or self.listener)
+        ctx = Context(self.spec, options, self.secrets, progress=self.progress)
+        return run(load_playbook(name, CATALOGUE), ctx, listener=listener or self.listener)
 
     # ------------------------------------------------------------------------------ switches
     def _switch(self, name: str, old: str, new: str) -> str:
@@ -480,7 +481,7 @@ class Drill:
         if written is None:
             return 0, 0.0
         names = self.plan.names_on(new)
-        with RecordReader(self.state.cluster(new), self.secrets) as reader:
+        with RecordReader(self.spec.cluster(new), self.secrets) as reader:
             found = drill_records(reader, [(names[t], p) for t, p in self.partitions], self.id)
         lost, stamps = missing(written, found, names.get)
         seconds = (written.last_timestamp_ms - min(stamps)) / 1000 if stamps else 0.0
@@ -489,8 +490,8 @@ class Drill:
     def _moves(self, old: str, forward: bool) -> list[Move]:
         """Every selected group's committed partitions on the cluster it leaves, on topics a flow
         mirrors: read from the cluster, not taken from the playbook's report."""
-        ctx = Context(self.state, self._options(), self.secrets)
-        offsets = GroupOffsets(self.state.cluster(old), self.secrets)
+        ctx = Context(self.spec, self._options(), self.secrets)
+        offsets = GroupOffsets(self.spec.cluster(old), self.secrets)
         names, moves = offsets.groups(), []
         for flow in self.plan.flows:
             chosen = [g for g in mirrored_groups(flow, names) if ctx.group_selected(g)]
@@ -503,7 +504,7 @@ class Drill:
 
     def _probe(self, switch: str, old: str, new: str) -> str:
         moves = self._moves(old, forward=switch == "failover")
-        old_cluster, new_cluster = self.state.cluster(old), self.state.cluster(new)
+        old_cluster, new_cluster = self.spec.cluster(old), self.spec.cluster(new)
         with RecordReader(old_cluster, self.secrets) as old_reader, RecordReader(new_cluster, self.secrets) as new_reader:
             rows = probe_moves(old_reader, new_reader, GroupOffsets(old_cluster, self.secrets),
                                GroupOffsets(new_cluster, self.secrets), moves, self.id)
@@ -538,7 +539,7 @@ class Drill:
         counts = {}
         for alias in (self.plan.source, self.plan.target):
             names = self.plan.names_on(alias)
-            with RecordReader(self.state.cluster(alias), self.secrets) as reader:
+            with RecordReader(self.spec.cluster(alias), self.secrets) as reader:
                 found = drill_records(reader, [(names[t], p) for t, p in self.partitions], self.id)
             lost = sum(missing(w, found, names.get)[0] for w in self.load.written.values())
             total = sum(w.count for w in self.load.written.values())
@@ -551,8 +552,8 @@ class Drill:
         settings = asdict(self.settings)
         settings["probeTopics"], settings["probeGroups"] = settings.pop("probe_topics"), settings.pop("probe_groups")
         data = {
-            "formatVersion": DRILL_FORMAT_VERSION, "id": self.id, "spec": self.state.name,
-            "environment": self.state.environment, "engine": self.state.engine,
+            "formatVersion": DRILL_FORMAT_VERSION, "id": self.id, "spec": self.spec.name,
+            "environment": self.spec.environment, "engine": self.spec.engine,
             "source": self.plan.source, "target": self.plan.target,
             "flows": [{"flow": f.name, "probeTopics": list(self.plan.topics[f.name])} for f in self.plan.flows],
             "probeGroups": sorted(self.plan.groups),

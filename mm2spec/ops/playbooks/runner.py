@@ -9,10 +9,10 @@ import time
 from typing import Callable, Iterable
 
 from mm2spec.errors import Mm2specError
-from mm2spec.ops.context import Context, failure_text
-from mm2spec.ops.offsets import RPO, TRANSLATIONS
-from mm2spec.ops.playbook import Playbook, Task, evaluate
-from mm2spec.ops.report import Outcome, RunReport, TaskResult, task_status
+from mm2spec.ops.playbooks.context import Context, failure_text
+from mm2spec.ops.modules.offsets import RPO, TRANSLATIONS
+from mm2spec.ops.playbooks.playbook import Playbook, Task, evaluate
+from mm2spec.ops.playbooks.report import Outcome, RunReport, TaskResult, task_status
 
 Listener = Callable[[str, Task, TaskResult | None], None]
 """Called with ("start", task, None) and ("end", task, result): the CLI's progress lines."""
@@ -30,7 +30,7 @@ def _skip_reason(task: Task, tags: set[str], skip_tags: set[str], variables: dic
 
 def run(playbook: Playbook, ctx: Context, tags: Iterable[str] = (), skip_tags: Iterable[str] = (),
         listener: Listener = lambda *_: None) -> RunReport:
-    report = RunReport(playbook.name, ctx.state.name, ctx.state.environment, ctx.options.check, time.time())
+    report = RunReport(playbook.name, ctx.spec.name, ctx.spec.environment, ctx.options.check, time.time())
     started = time.monotonic()
     tags, skip_tags = set(tags), set(skip_tags)
     variables = ctx.variables()

@@ -9,10 +9,10 @@ from typing import Any, Mapping
 from mm2spec.errors import MirrorError, OperationRefused
 from mm2spec.live.connect import ConnectClient
 from mm2spec.live.records import RecordReader
-from mm2spec.ops.context import DEFAULT_WAIT_S, Context
-from mm2spec.ops.module import TIMEOUT_ARG, Module, arguments
-from mm2spec.ops.report import Outcome
-from mm2spec.ops.topology import MirroredPartition, partitions
+from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
+from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
+from mm2spec.ops.playbooks.report import Outcome
+from mm2spec.ops.modules.topology import MirroredPartition, partitions
 from mm2spec.runtime import deployment
 from mm2spec.spec.model import MirrorFlow
 
@@ -55,7 +55,7 @@ def connector_states(ctx: Context, flow: MirrorFlow) -> dict[str, str]:
 
 def running(ctx: Context, flow: MirrorFlow) -> tuple[bool, str]:
     """Whether the flow's mirror runs, and what was seen."""
-    if ctx.state.engine == "spark":
+    if ctx.spec.engine == "spark":
         status = deployment.status(ctx.spark_state_dir)
         return status.running, f"Spark job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
     states = connector_states(ctx, flow)
@@ -63,7 +63,7 @@ def running(ctx: Context, flow: MirrorFlow) -> tuple[bool, str]:
 
 
 def _where(ctx: Context, flow: MirrorFlow) -> str:
-    return SPARK if ctx.state.engine == "spark" else flow.target
+    return SPARK if ctx.spec.engine == "spark" else flow.target
 
 
 def status(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
@@ -78,7 +78,7 @@ def status(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 def stop(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     """Stop each flow's mirror; ok when it is already stopped (idempotent)."""
     outcomes, timeout = [], float(args.get("timeout", DEFAULT_WAIT_S))
-    if ctx.state.engine == "spark":
+    if ctx.spec.engine == "spark":
         up, seen = running(ctx, ctx.flows[0]) if ctx.flows else (False, "")
         if not up:
             return [Outcome("ok", SPARK, f"already stopped ({seen})")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mm2spec.ops import acls, failback, mirror, offsets, state, verify
-from mm2spec.ops.module import Module
+from mm2spec.ops.modules import acls, failback, mirror, offsets, state, verify
+from mm2spec.ops.playbooks.module import Module
 
 CATALOGUE: dict[str, Module] = {m.name: m for group in (mirror, offsets, acls, state, failback, verify) for m in group.MODULES}

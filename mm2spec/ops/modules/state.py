@@ -12,11 +12,11 @@ from typing import Any, Mapping
 from mm2spec.errors import OperationRefused
 from mm2spec.live.dr_state import STATE_TOPIC, write_state
 from mm2spec.live.records import RecordReader
-from mm2spec.live.state import FailoverState
-from mm2spec.ops.context import Context
-from mm2spec.ops.module import Module, arguments
-from mm2spec.ops.report import Outcome
-from mm2spec.ops.topology import partitions
+from mm2spec.live.types import FailoverState
+from mm2spec.ops.playbooks.context import Context
+from mm2spec.ops.playbooks.module import Module, arguments
+from mm2spec.ops.playbooks.report import Outcome
+from mm2spec.ops.modules.topology import partitions
 from mm2spec.spec.model import MirrorFlow
 
 PHASES = ("switching", "failed-over")
@@ -49,9 +49,9 @@ def record(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
         now = int(ctx.clock() * 1000)
         new = FailoverState(flow.name, phase, "unplanned" if ctx.options.source_unreachable else "planned",
                             flow.source, flow.target, existing.started_at if existing else now,
-                            now if phase == "failed-over" else None, _positions(ctx, flow), spec=ctx.state.name)
+                            now if phase == "failed-over" else None, _positions(ctx, flow), spec=ctx.spec.name)
         if not ctx.options.check:
-            write_state(ctx.state.cluster(flow.target), new, ctx.secrets)
+            write_state(ctx.spec.cluster(flow.target), new, ctx.secrets)
         verb = "would record" if ctx.options.check else "recorded"
         outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {verb} {phase} in {STATE_TOPIC}",
                                 ((f"{flow.name} state", existing.phase if existing else "none", phase),), flow=flow.name))

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from mm2spec.errors import OperationRefused
-from mm2spec.ops.context import Context
-from mm2spec.ops.module import Module, arguments
-from mm2spec.ops.report import Outcome
-from mm2spec.ops.topology import groups, partitions
+from mm2spec.ops.playbooks.context import Context
+from mm2spec.ops.playbooks.module import Module, arguments
+from mm2spec.ops.playbooks.report import Outcome
+from mm2spec.ops.modules.topology import groups, partitions
 from mm2spec.spec.model import AclBinding, MirrorFlow
 
 REASON = "mm2spec failover"
@@ -48,7 +48,7 @@ def _fence_bindings(ctx: Context, flow: MirrorFlow, side: str) -> tuple[str, lis
     alias = flow.source if side == "source" else flow.target
     names = sorted({p.topic if side == "source" else p.target_topic for p in partitions(ctx, flow)})
     return alias, [AclBinding(alias, c, "TOPIC", t, "LITERAL", "WRITE", "DENY", reason=REASON)
-                   for c in ctx.state.failover.clients for t in names]
+                   for c in ctx.spec.failover.clients for t in names]
 
 
 def fence(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
@@ -85,7 +85,7 @@ def unfence(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
 
 
 def grant(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
-    clients = ctx.state.failover.clients
+    clients = ctx.spec.failover.clients
     outcomes = []
     for flow in ctx.flows:
         topics = sorted({p.target_topic for p in partitions(ctx, flow)})

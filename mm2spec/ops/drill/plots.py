@@ -102,5 +102,5 @@ def timeline(data: dict) -> bytes:
 
 
 def render(data: dict) -> dict[str, bytes]:
-    """Every plot as PNG bytes, by name (the names of ``drill_report.PLOTS``)."""
+    """Every plot as PNG bytes, by name (the names of ``report.PLOTS``)."""
     return {"throughput": throughput(data), "lag": lag(data), "timeline": timeline(data)}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from mm2spec.ops.context import Context
-from mm2spec.ops.report import Outcome
+from mm2spec.ops.playbooks.context import Context
+from mm2spec.ops.playbooks.report import Outcome
 
 RunFn = Callable[[Context, Mapping[str, Any]], list[Outcome]]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from mm2spec.live.records import GroupOffsets
 from mm2spec.mm2.records import Checkpoint, OffsetSync
 from mm2spec.live.records import RecordReader
-from mm2spec.ops.context import Context
+from mm2spec.ops.playbooks.context import Context
 from mm2spec.plan.desired import mirrored_groups, mirrored_topics
 from mm2spec.spec.model import MirrorFlow
 

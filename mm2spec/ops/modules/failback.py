@@ -28,18 +28,18 @@ from typing import Any, Mapping
 from mm2spec.errors import MirrorError, OperationRefused
 from mm2spec.live.dr_state import STATE_TOPIC, clear_state, write_state
 from mm2spec.live.records import GroupOffsets, RecordReader
-from mm2spec.live.state import FailoverState
+from mm2spec.live.types import FailoverState
 from mm2spec.live.writer import RecordWriter
 from mm2spec.mm2 import spark_eos
 from mm2spec.mm2.records import OffsetSync
-from mm2spec.ops import mirror, reverse
-from mm2spec.ops.context import DEFAULT_WAIT_S, Context
-from mm2spec.ops.module import TIMEOUT_ARG, Module, arguments
-from mm2spec.ops.offsets import TRANSLATIONS, Windows, commit_translations, exact_translation
-from mm2spec.ops.report import Outcome
-from mm2spec.ops.reverse import BackPartition
-from mm2spec.ops.topology import MirroredPartition, offset_syncs, partitions
-from mm2spec.ops.translate import Anchor, Translation, align
+from mm2spec.ops.modules import mirror, reverse
+from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
+from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
+from mm2spec.ops.modules.offsets import TRANSLATIONS, Windows, commit_translations, exact_translation
+from mm2spec.ops.playbooks.report import Outcome
+from mm2spec.ops.modules.reverse import BackPartition
+from mm2spec.ops.modules.topology import MirroredPartition, offset_syncs, partitions
+from mm2spec.ops.modules.translate import Anchor, Translation, align
 from mm2spec.plan.build import read_failover_states
 from mm2spec.plan.desired import mirrored_groups
 from mm2spec.runtime import deployment
@@ -232,7 +232,7 @@ def begin(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         new = replace(state, phase="failing-back", stranded=choice, syncs_from=reverse.syncs_end(ctx, flow),
                       failback=tuple((p.dr_topic, p.partition, p.dr_start, p.topic, p.source_start) for p in plan))
         if not ctx.options.check:
-            write_state(ctx.state.cluster(flow.target), new, ctx.secrets)
+            write_state(ctx.spec.cluster(flow.target), new, ctx.secrets)
         verb = "would record" if ctx.options.check else "recorded"
         outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {verb} failing-back in {STATE_TOPIC}",
                                 ((f"{flow.name} state", state.phase, "failing-back"),), flow=flow.name))
@@ -488,17 +488,17 @@ def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {s[0]}") for f in flows
                  for (t, p), s in sorted(starts[f.name].items())[:20])
     if ctx.options.check:
-        return [Outcome("changed", mirror.SPARK if ctx.state.engine == "spark" else f.target,
+        return [Outcome("changed", mirror.SPARK if ctx.spec.engine == "spark" else f.target,
                         f"{f.name}: would restart the forward mirror from {flow_end(starts[f.name])}", diff, flow=f.name)
                 for f in flows]
     for flow in flows:
         _write_forward_syncs(ctx, flow, starts[flow.name])
-    if ctx.state.engine == "spark":
+    if ctx.spec.engine == "spark":
         outcomes = [_restart_spark(ctx, flows, starts, float(args.get("timeout", START_TIMEOUT_S)), diff)]
     else:
         outcomes = [_restart_connect(ctx, flow, starts[flow.name]) for flow in flows]
     for flow, state in todo:
-        write_state(ctx.state.cluster(flow.target), replace(state, restarted=True), ctx.secrets)
+        write_state(ctx.spec.cluster(flow.target), replace(state, restarted=True), ctx.secrets)
     ctx.failover_states(refresh=True)
     return outcomes
 
@@ -510,9 +510,9 @@ def flow_end(start: Mapping) -> str:
 def _restart_spark(ctx: Context, flows: list[MirrorFlow], starts: Mapping, timeout: float, diff: tuple) -> Outcome:
     from mm2spec.render import spark_job_config
 
-    recorded = read_failover_states(ctx.state)
-    others = [f.name for f in ctx.state.mirrors if f not in flows and f.name in recorded]
-    job = spark_job_config(ctx.state)
+    recorded = read_failover_states(ctx.spec)
+    others = [f.name for f in ctx.spec.mirrors if f not in flows and f.name in recorded]
+    job = spark_job_config(ctx.spec)
     checkpoints = _checkpoint_root(job)
     deployment.stop(ctx.spark_state_dir)  # never reset a checkpoint under a running query
     for flow in flows:
@@ -577,7 +577,7 @@ def clear(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     outcomes = []
     for flow, state in work:
         if not ctx.options.check:
-            clear_state(ctx.state.cluster(flow.target), ctx.state.name, flow.name, ctx.secrets)
+            clear_state(ctx.spec.cluster(flow.target), ctx.spec.name, flow.name, ctx.secrets)
         verb = "would clear" if ctx.options.check else "cleared"
         outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {verb} the failover record in {STATE_TOPIC}",
                                 ((f"{flow.name} state", state.phase, "none"),), flow=flow.name))

@@ -11,12 +11,12 @@ from typing import Any, Mapping
 from mm2spec.errors import Mm2specError
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.mm2.selection import config_synced
-from mm2spec.ops.context import Context, failure_text
-from mm2spec.ops.mirror import behind, running
-from mm2spec.ops.module import Module, arguments
-from mm2spec.ops.offsets import BY_FLOW
-from mm2spec.ops.report import Outcome
-from mm2spec.ops.topology import checkpoints, groups, offset_syncs, partitions
+from mm2spec.ops.playbooks.context import Context, failure_text
+from mm2spec.ops.modules.mirror import behind, running
+from mm2spec.ops.playbooks.module import Module, arguments
+from mm2spec.ops.modules.offsets import BY_FLOW
+from mm2spec.ops.playbooks.report import Outcome
+from mm2spec.ops.modules.topology import checkpoints, groups, offset_syncs, partitions
 
 HEARTBEATS_TOPIC = "heartbeats"
 """MM2's MirrorHeartbeatConnector writes to this topic on the target cluster."""
@@ -33,12 +33,12 @@ def mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     outcomes = []
     for flow in ctx.flows:
         up, seen = running(ctx, flow)
-        where = "local" if ctx.state.engine == "spark" else flow.target
+        where = "local" if ctx.spec.engine == "spark" else flow.target
         if up == (expect == "running"):
             outcomes.append(Outcome("ok", where, f"{flow.name}: {seen}", flow=flow.name))
         elif expect == "running":
             fix = ("start it: mm2spec mirror SPEC --env ENV --detach (or pulumi up with sparkRun)"
-                   if ctx.state.engine == "spark" else "check the connectors' status and logs on Connect; restart failed tasks")
+                   if ctx.spec.engine == "spark" else "check the connectors' status and logs on Connect; restart failed tasks")
             outcomes.append(Outcome("failed", where, f"{flow.name}: the mirror is not running ({seen}): {fix}", flow=flow.name))
         else:
             outcomes.append(Outcome("failed", where, f"{flow.name}: the mirror still runs after the failover ({seen}): "
@@ -108,7 +108,7 @@ def heartbeats(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         if not flow.heartbeats:
             outcomes.append(Outcome("skipped", flow.target, f"{flow.name}: heartbeats are off", flow=flow.name))
             continue
-        if ctx.state.engine == "spark":
+        if ctx.spec.engine == "spark":
             outcomes.append(Outcome("skipped", "local", f"{flow.name}: the Spark engine emits no heartbeats", flow=flow.name))
             continue
         if not ctx.admin(flow.target).topics([HEARTBEATS_TOPIC], with_configs=False):

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import jsonschema
 
 from mm2spec.errors import PlaybookInvalid, SpecUnreadable
-from mm2spec.ops.catalogue import CATALOGUE, Module
+from mm2spec.ops.playbooks.module import Module
 from mm2spec.resources import playbook_dir, playbook_path
 from mm2spec.spec.document import Mapping as MapNode, Node, Position, Scalar, Sequence as SeqNode, load_file, locate, to_plain
 from mm2spec.spec.validate import Diagnostic
@@ -82,8 +82,9 @@ def resolve_playbook(name_or_path: str) -> Path:
                          f"(bundled: {', '.join(known)})")
 
 
-def load_playbook(name_or_path: str) -> Playbook:
-    """Load and check a playbook; PlaybookInvalid lists every problem with its place."""
+def load_playbook(name_or_path: str, catalogue: Mapping[str, Module]) -> Playbook:
+    """Load and check a playbook against ``catalogue`` (module name -> module, see
+    ``mm2spec.ops.modules.catalogue``); PlaybookInvalid lists every problem with its place."""
     path = resolve_playbook(name_or_path)
     root = load_file(path)
     problems: list[Diagnostic] = []
@@ -103,7 +104,7 @@ def load_playbook(name_or_path: str) -> Playbook:
     else:
         seen: list[str] = []
         for index, node in enumerate(tasks_node.items):
-            task = _task(node, ["tasks", index], report, seen)
+            task = _task(node, ["tasks", index], report, seen, catalogue)
             if task is not None:
                 tasks.append(task)
                 seen.append(task.module.name)
@@ -122,7 +123,7 @@ def _suggest(word: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _task(node: Node, path: list, report, earlier: list[str]) -> Task | None:
+def _task(node: Node, path: list, report, earlier: list[str], catalogue: Mapping[str, Module]) -> Task | None:
     if not isinstance(node, MapNode):
         report(path, "a task is a mapping: name, one module (e.g. mirror.stop) and optional tags and when")
         return None
@@ -132,12 +133,12 @@ def _task(node: Node, path: list, report, earlier: list[str]) -> Task | None:
         report(path + ["name"] if "name" in node.entries else path, "every task needs a name (a string)")
     if len(modules) != 1:
         what = "no module" if not modules else f"{len(modules)} modules ({', '.join(modules)})"
-        report(path, f"a task calls exactly one module, this one has {what}; modules: {', '.join(sorted(CATALOGUE))}")
+        report(path, f"a task calls exactly one module, this one has {what}; modules: {', '.join(sorted(catalogue))}")
         return None
     key = modules[0]
-    module = CATALOGUE.get(key)
+    module = catalogue.get(key)
     if module is None:
-        report(path + [key], f"unknown module {key!r}{_suggest(key, CATALOGUE)}", key=True)
+        report(path + [key], f"unknown module {key!r}{_suggest(key, catalogue)}", key=True)
         return None
     args_node = node.entries[key]
     args = {} if isinstance(args_node, Scalar) and args_node.value is None else to_plain(args_node)
@@ -224,7 +225,7 @@ def _eval(node: ast.AST, variables: Mapping[str, Any]) -> Any:
     return node.value  # ast.Constant
 
 
-def playbook_schema() -> dict:
+def playbook_schema(catalogue: Mapping[str, Module]) -> dict:
     """The JSON Schema of a playbook file, from the catalogue (``schemas/playbook.schema.json``
     holds it for editors; a unit test keeps the two equal)."""
     task_props = {
@@ -233,7 +234,7 @@ def playbook_schema() -> dict:
         "when": {"type": "string", "description": "A condition over the run's variables: " + ", ".join(VARIABLES)},
         "ignore_errors": {"type": "boolean", "description": "A failure of this task does not stop the run."},
     }
-    modules = {name: {**module.args, "description": module.summary} for name, module in sorted(CATALOGUE.items())}
+    modules = {name: {**module.args, "description": module.summary} for name, module in sorted(catalogue.items())}
     one_module = [{"required": [name], "properties": {name: schema}} for name, schema in modules.items()]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from mm2spec.errors import OutputUnwritable
-from mm2spec.ops import drill_plots
+from mm2spec.ops.drill import plots
 
 PLOTS = {"throughput": "throughput.png", "lag": "lag.png", "timeline": "timeline.png"}
 """Plot name -> its file in the report folder."""
@@ -131,7 +131,7 @@ def write_report(data: dict, out: Path) -> dict[str, Path]:
     """Write the report folder; the paths written, by name. OutputUnwritable names the problem."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        images = drill_plots.render(data)
+        images = plots.render(data)
         paths = {"json": out / "drill.json", "markdown": out / "report.md", "html": out / "report.html"}
         for name, png in images.items():
             paths[name] = out / PLOTS[name]

@@ -21,7 +21,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from mm2spec.live.state import Record
+from mm2spec.live.types import Record
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mm2spec.live.records import GroupOffsets, RecordReader
-from mm2spec.live.state import Record
+from mm2spec.live.types import Record
 from mm2spec.live.traffic import Written, drill_seq
 
 PROBE_WINDOW = 200

@@ -1,0 +1,7 @@
+"""The modules a playbook calls, one file per module family, and what they share.
+
+- ``catalogue``: every module by name (what the playbook engine is given)
+- ``mirror``, ``offsets``, ``acls``, ``state``, ``failback``, ``verify``: the module families
+- ``translate``: the exact offset walk; ``reverse``: the failback's copy back
+- ``topology``: what a flow mirrors now (partitions, groups, syncs, checkpoints)
+"""

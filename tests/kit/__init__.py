@@ -1,0 +1,10 @@
+"""The test kit: what only the integration tests and the benchmarks use, kept out of the wheel.
+
+- ``toxiproxy``: a primary/dr pair behind Toxiproxy, for network faults
+- ``ledger``: ledger-checked traffic (every acknowledged record accounted for on the target)
+- ``faults``: fault runs (kill -9, broker restarts, cut links) of the Spark mirror under load
+- ``acl_matrix``: the least-privilege probe matrix
+
+Imported as ``tests.kit`` from the project root (pytest runs from there; the benchmarks put the
+root on ``sys.path``). May import anything in ``mm2spec``.
+"""
