@@ -39,12 +39,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from failover import (KAFKA_CALL_TIMEOUT_S, SparkMirror, Topics, clusters, commit_groups, load_average, log,  # noqa: E402
+from failover import (KAFKA_CALL_TIMEOUT_S, SparkMirror, Topics, clusters, commit_groups, load_average, log,
                       produce, wait_caught_up)
-from mm2spec.live.records import GroupOffsets, RecordReader  # noqa: E402
-from mm2spec.spec.load import load_desired_state  # noqa: E402
+from mm2spec.live.records import GroupOffsets, RecordReader
+from mm2spec.spec.load import load_desired_state
 
-import yaml  # noqa: E402
+import yaml
 
 MODES = ("incremental", "rebuild")
 #: The failback's own waits bound it (copy passes, the forward mirror's start); this only catches a hung command.

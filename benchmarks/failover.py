@@ -53,17 +53,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mm2spec.dev import DevPorts, DevStack, DevState, ConnectWorker  # noqa: E402
-from mm2spec.dev import process  # noqa: E402
-from mm2spec.dev.stack import DEFAULT_ROOT  # noqa: E402
-from mm2spec.errors import Mm2specError  # noqa: E402
-from mm2spec.live.connect import ConnectClient  # noqa: E402
-from mm2spec.live.dr_state import clear_state  # noqa: E402
-from mm2spec.live.records import GroupOffsets, RecordReader  # noqa: E402
-from mm2spec.mm2.retry import retry_call  # noqa: E402
-from mm2spec.render import connectors, render_files, spark_job_config, write_files  # noqa: E402
-from mm2spec.runtime import deployment  # noqa: E402
-from mm2spec.spec.load import load_desired_state  # noqa: E402
+from mm2spec.dev import DevPorts, DevStack, DevState, ConnectWorker
+from mm2spec.dev import process
+from mm2spec.dev.stack import DEFAULT_ROOT
+from mm2spec.errors import Mm2specError
+from mm2spec.live.connect import ConnectClient
+from mm2spec.live.dr_state import clear_state
+from mm2spec.live.records import GroupOffsets, RecordReader
+from mm2spec.mm2.retry import retry_call
+from mm2spec.render import connectors, render_files, spark_job_config, write_files
+from mm2spec.runtime import deployment
+from mm2spec.spec.load import load_desired_state
 
 ENGINES = ("spark-alo", "spark-eos", "connect")
 #: A JVM (the Spark driver, a Connect worker) takes a minute or more to start on two loaded cores.

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mm2spark.config import JobConfigError, load_job_config  # noqa: E402
-from mm2spark.writer import INSTALL_HINT, WRITER_JAR  # noqa: E402
-from mm2spec.errors import ComponentMissing, Mm2specError  # noqa: E402
+from mm2spark.config import JobConfigError, load_job_config
+from mm2spark.writer import INSTALL_HINT, WRITER_JAR
+from mm2spec.errors import ComponentMissing, Mm2specError
 
 
 def default_jars() -> list[str]:

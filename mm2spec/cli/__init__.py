@@ -1,9 +1,16 @@
 """cli: the ``mm2spec`` command line. Flags -> one call -> exit code; no logic lives here.
 
-One module per command family registers its subcommands (``add_parsers``) and holds their
-handlers: ``spec`` (validate, render, promote), ``plan``, ``mirror``, ``playbook`` (playbook run,
-verify, failover), ``drill`` (a DR drill and its report), ``dev`` (local clusters and demo data). Handlers print what the call returned; this module turns every ``Mm2specError`` into
-its message and exit 1.
+One module per command family registers its subcommands (``add_parsers``) and holds their handlers:
+
+- ``spec``: validate, render, promote
+- ``plan``: the plan of a spec against the live clusters
+- ``mirror``: the Spark mirroring job in the foreground, or detached (start, stop, status)
+- ``playbook``: playbook run, verify, failover
+- ``drill``: a DR drill and its report
+- ``dev``: local clusters and demo data
+
+Handlers print what the call returned; this module turns every ``Mm2specError`` into its message
+and exit 1.
 
 Exit codes: 0 success; 1 invalid input or failure; 2 (``--detailed-exitcode``) changes present.
 No command prints a traceback for a user error; set MM2SPEC_DEBUG=1 to see one for internal errors.
@@ -52,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
-    except Exception as exc:  # an internal error: say so briefly, never dump a traceback by default
+    except Exception as exc:  # noqa: BLE001 - an internal error: say so briefly, never dump a traceback by default
         if os.environ.get("MM2SPEC_DEBUG"):
             traceback.print_exc()
         _report(exc, f"internal error: {type(exc).__name__}: {exc} (set MM2SPEC_DEBUG=1 for details)", as_json)

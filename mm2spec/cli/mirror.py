@@ -12,7 +12,8 @@ from mm2spec.runtime.job import effective_master, job_name, load_job, render_job
 
 
 def _describe_flows(job: dict) -> str:
-    return ", ".join(f"{f.get('name')} ({'exactly-once' if f.get('exactly.once.source.support') == 'enabled' else 'at-least-once'})"
+    return ", ".join(f"{f.get('name')} "
+                     f"({'exactly-once' if f.get('exactly.once.source.support') == 'enabled' else 'at-least-once'})"
                      for f in job.get("flows") or [])
 
 

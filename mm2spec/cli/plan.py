@@ -11,15 +11,15 @@ from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 
 def cmd_plan(args: argparse.Namespace) -> int:
     # Imported here: the Kafka client library loads only for commands that talk to clusters.
+    from mm2spec.engines import engine_for
     from mm2spec.live.kafka import KafkaAdmin
     from mm2spec.plan.build import build_plan
     from mm2spec.plan.formats import to_json, to_markdown, to_text
-    from mm2spec.runtime.deployment import deployed_job
     from mm2spec.spec.load import load_desired_state
 
     state = load_desired_state(args.spec, args.env)
     plan = build_plan(state, lambda alias: KafkaAdmin(state.cluster(alias), timeout=args.timeout),
-                      spark_deployed=lambda desired: deployed_job(desired.name))
+                      deployment=engine_for(state).plan_changes)
     if args.format == "json":
         sys.stdout.write(to_json(plan))
     elif args.format == "markdown":

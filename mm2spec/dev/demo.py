@@ -17,7 +17,6 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mm2spec.spec.load import load_desired_state
 from mm2spec.errors import KafkaOperationFailed
 from mm2spec.live.kafka import KafkaAdmin, client_config
 from mm2spec.spec.model import DesiredState

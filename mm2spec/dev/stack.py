@@ -166,7 +166,8 @@ class DevStack:
             worker = ConnectWorker(config, self.root, found=self.found, env=self._secret_env())
         mirrormaker = MirrorMaker(mm2_config, self.root, found=self.found, env=self._secret_env()) if mm2_config else None
 
-        wanted = {port: f"{spec.name} {what}" for spec in specs.values() for port, what in zip(spec.ports, ("client", "controller"))}
+        wanted = {port: f"{spec.name} {what}"
+                  for spec in specs.values() for port, what in zip(spec.ports, ("client", "controller"))}
         if worker:
             wanted[worker.rest_port] = "Connect REST"
         process.check_ports_free(wanted)
@@ -275,7 +276,8 @@ class DevStack:
             running = "running" if proc.alive() else "STOPPED"
             lines.append(f"  {proc.name:<12} {where:<32} pid {proc.pid:<7} {running:<8} log {_short(proc.log)}")
         if state.secure:
-            lines.append(f"  users: {ADMIN_USER}/{ADMIN_PASSWORD} (super user), {MM2_USER}/{MM2_PASSWORD} (no ACLs), SCRAM-SHA-512")
+            lines.append(f"  users: {ADMIN_USER}/{ADMIN_PASSWORD} (super user), "
+                         f"{MM2_USER}/{MM2_PASSWORD} (no ACLs), SCRAM-SHA-512")
             lines.append(f"  secrets for the spec: source {_short(self.root / 'secure.env')}")
         return "\n".join([f"dev environment in {_short(self.root)}:", *lines])
 

@@ -2,10 +2,17 @@
 
 - ``kafka``: the one AdminClient wrapper (futures resolved in one place, batched reads, typed errors)
 - ``connect``: the Kafka Connect REST client
-- ``state``: what was read, as plain types (``LiveTopic``), importable without any client library
+- ``records``: exact offset ranges of partitions, consumer-group offsets and members
+- ``writer``: an idempotent producer to explicit partitions (a failback's copy back)
+- ``dr_state``: the failover record kept on the DR cluster
+- ``traffic``: a drill's synthetic load (a rate-limited producer, groups that move between clusters)
+- ``kubernetes``: the API server through kubectl (the Spark Operator's manifests)
+- ``types``: what was read, as plain types (``LiveTopic``, ``Record``, ``FailoverState``),
+  importable without any client library
 
-May import: ``mm2spec.spec`` (the model), ``mm2spec.errors``, confluent-kafka, urllib.
-Never ``plan``, ``provision``, ``cli``; never prints.
+May import: ``mm2spec.spec`` (the model), ``mm2spec.mm2`` (retries, chunking), ``mm2spec.errors``,
+``mm2spec.components`` (kubectl), confluent-kafka, urllib. Never ``plan``, ``provision``, ``cli``;
+never prints.
 """
 
 # Here rather than in ``kafka`` so that the CLI can show it as a default without loading the client

@@ -2,16 +2,18 @@
 
 Topic ``mm2spec.dr-state.internal`` on each flow's target cluster: compacted, one partition,
 replication factor -1 (the broker's default). One record per flow, keyed ``<spec name>/<flow name>``
-(two specs may both call a flow ``primary-to-dr``), its value a ``FailoverState`` as JSON; a tombstone (failback) clears it. The ``.internal`` suffix
-keeps it out of every MM2 topic selection, so no mirror copies it back.
+(two specs may both call a flow ``primary-to-dr``), its value a ``FailoverState`` as JSON; a
+tombstone (failback) clears it. The ``.internal`` suffix keeps it out of every MM2 topic selection,
+so no mirror copies it back.
 
-Written by the failover playbook; read by ``mm2spec plan`` and the Pulumi program, which leave a
-failed-over flow's forward mirror stopped.
+Written by the failover playbook; read (``read_flow_states``) by the playbooks, ``mm2spec plan`` and
+the Pulumi program, which leave a failed-over flow's forward mirror stopped.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Callable, Iterable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -20,7 +22,7 @@ from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, client_config, env_secrets
 from mm2spec.live.records import RecordReader
 from mm2spec.live.types import FailoverState
-from mm2spec.spec.model import Cluster
+from mm2spec.spec.model import Cluster, DesiredState, MirrorFlow
 
 STATE_TOPIC = "mm2spec.dr-state.internal"
 STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
@@ -53,6 +55,24 @@ def read_states(cluster: Cluster, spec: str, secrets: SecretLookup = env_secrets
                                       f"flow {flow!r} at offset {record.offset} ({exc}); delete it or fix it "
                                       "before running a DR operation") from None
     return states
+
+
+def read_flow_states(spec: DesiredState, flows: Iterable[MirrorFlow] | None = None,
+                     secrets: SecretLookup = env_secrets, *,
+                     cluster_secrets: Callable[[str], SecretLookup] | None = None) -> dict[str, FailoverState]:
+    """Which flows are failed over (or switching): the recorded state of each of ``flows`` (default:
+    every flow of ``spec``) that has one, by flow name in ``flows``' order.
+
+    The one reader of the DR state for ``mm2spec plan``, the Pulumi program and the playbooks: each
+    DR cluster that is the target of one of ``flows`` is read once, with ``secrets``, or with
+    ``cluster_secrets(alias)`` where each cluster has its own lookup (the Pulumi program's passwords).
+    """
+    flows = list(spec.mirrors if flows is None else flows)
+    found: dict[str, FailoverState] = {}
+    for target in sorted({f.target for f in flows}):
+        lookup = cluster_secrets(target) if cluster_secrets is not None else secrets
+        found.update(read_states(spec.cluster(target), spec.name, lookup))
+    return {f.name: found[f.name] for f in flows if f.name in found}
 
 
 def _produce(cluster: Cluster, secrets: SecretLookup, key: str, value: bytes | None) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition

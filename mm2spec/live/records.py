@@ -12,7 +12,7 @@ import time
 import uuid
 from typing import Iterable, Iterator, Mapping
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
@@ -74,7 +74,8 @@ class RecordReader:
             found = retrying(call, f"offsets of {topic}-{partition}", self.cluster, unknown_topic_ok=True)
         except KafkaOperationFailed as exc:
             if "TRANSPORT" in str(exc) or "TIMED_OUT" in str(exc):
-                raise ClusterUnreachable(f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) is unreachable: {exc}') from None
+                raise ClusterUnreachable(f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) '
+                                         f'is unreachable: {exc}') from None
             raise
         if found is None:
             raise ClusterUnreachable(f'cluster "{self.cluster.alias}" ({self.cluster.bootstrap}) did not answer')

@@ -159,7 +159,8 @@ class ProbeLoad:
         headers = [(DRILL_HEADER, self.drill_id.encode()), (SEQ_HEADER, str(seq).encode())]
         try:
             producer.produce(self._names.get(tp[0], tp[0]), key=f"{tp[1]}:{seq}".encode(), value=value,
-                             partition=tp[1], headers=headers, on_delivery=lambda err, msg: self._delivered(cluster.alias, tp, seq, err, msg))
+                             partition=tp[1], headers=headers,
+                             on_delivery=lambda err, msg: self._delivered(cluster.alias, tp, seq, err, msg))
         except BufferError:
             producer.poll(PACE_SLICE_S)
             return

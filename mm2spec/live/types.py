@@ -95,8 +95,8 @@ class FailoverState:
     the copy, translation and commit are done."""
 
     def to_json(self) -> dict:
-        return {"formatVersion": FAILOVER_STATE_FORMAT, "spec": self.spec, "flow": self.flow, "phase": self.phase, "mode": self.mode,
-                "source": self.source, "target": self.target, "startedAt": self.started_at,
+        return {"formatVersion": FAILOVER_STATE_FORMAT, "spec": self.spec, "flow": self.flow, "phase": self.phase,
+                "mode": self.mode, "source": self.source, "target": self.target, "startedAt": self.started_at,
                 "completedAt": self.completed_at,
                 "positions": [{"topic": t, "partition": p, "sourceEnd": s, "drTopic": dt, "drEnd": d}
                               for t, p, s, dt, d in self.positions],

@@ -1,10 +1,20 @@
 """MirrorMaker 2's own rules, written once as plain constants and functions.
 
-What MM2 decides by itself, whatever engine mirrors: how a replication policy names remote topics
-and MM2's internal topics (``policy``), which topics, groups and topic configs it replicates and
-which it never does (``selection``), the defaults of its other settings (``defaults``), and the
-binary layouts of its offset syncs and checkpoints (``records``). Each
-name cites the MM2 class it mirrors (Kafka 4.3, ``org.apache.kafka.connect.mirror``).
+What MM2 decides by itself, whatever engine mirrors (each name cites the MM2 class it mirrors,
+Kafka 4.3, ``org.apache.kafka.connect.mirror``):
+
+- ``policy``: how a replication policy names remote topics and MM2's internal topics
+- ``selection``: which topics, groups and topic configs it replicates and which it never does
+- ``defaults``: the defaults of its other settings
+- ``records``: the binary layouts of its offset syncs and checkpoints
+- ``offsets``: how it translates a group's offset through offset syncs
+- ``retry``: the one retry of retriable Kafka errors and the chunking of bulk admin calls
+
+Beside them, mm2spec's own rules of the same kind, and what mm2spec and the Spark job agree on:
+
+- ``engine_facts``: the engines' compile-time facts
+- ``spark_eos``: the Spark writer's exactly-once names
+- ``spark_checkpoint``: the start-offsets file a failback leaves beside a checkpoint
 
 The spec model, the plan, the Pulumi program and the Spark job (on its driver and, shipped as a
 zip with ``addPyFile``, on its executors) all read these, so they cannot drift apart. Hence:

@@ -52,6 +52,21 @@ def target_topic(source_alias: str, topic: str, *, identity: bool, separator: st
     return topic if identity else f"{source_alias}{separator}{topic}"
 
 
+def upstream_topic(source_alias: str, remote_topic: str, *, identity: bool,
+                   separator: str = SEPARATOR_DEFAULT) -> str | None:
+    """The topic of ``source_alias`` that target topic ``remote_topic`` mirrors: ``target_topic``
+    backwards (``ReplicationPolicy.upstreamTopic``, for a topic whose ``topicSource`` is ``source_alias``).
+
+    IdentityReplicationPolicy: the name itself. DefaultReplicationPolicy: the name without its
+    ``<source><separator>`` prefix; None when it has no such prefix (it did not come from
+    ``source_alias``).
+    """
+    if identity:
+        return remote_topic
+    prefix = f"{source_alias}{separator}"
+    return remote_topic[len(prefix):] if remote_topic.startswith(prefix) else None
+
+
 def offset_syncs_topic(source_alias: str, target_alias: str, location: str,
                        separator: str = SEPARATOR_DEFAULT) -> str:
     """The flow's offset-syncs topic: ``mm2-offset-syncs<sep><alias><sep>internal``.

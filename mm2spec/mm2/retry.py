@@ -74,7 +74,7 @@ def retry_call(call: Callable[[], T], unknown_topic_ok: bool = False, deadline_s
     while True:
         try:
             return call()
-        except Exception as exc:  # noqa: BLE001 - anything not retriable is re-raised as is
+        except Exception as exc:  # anything not retriable is re-raised as is
             if not is_retriable(exc, unknown_topic_ok) or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)

@@ -7,7 +7,7 @@
 - ``build``: ``build_plan`` reads the live clusters (through ``live``) and returns a ``Plan``
 - ``formats``: a ``Plan`` as text, markdown (Mermaid) or JSON; pure functions
 
-May import: ``spec``, ``mm2``, ``render`` (to compare rendered connector and job configs),
-``live``, ``errors``. Only ``build`` reads live clusters; ``desired``, ``diff``, ``model`` and
-``formats`` import no client library. Never prints.
+May import: ``spec``, ``mm2``, ``live``, ``errors``; never ``engines`` (above it: the engine's part
+of a plan, its connectors or its job, is handed to ``build_plan``). Only ``build`` reads live
+clusters; ``desired``, ``diff``, ``model`` and ``formats`` import no client library. Never prints.
 """

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Callable, Mapping
 
-from mm2spec.live.connect import ConnectClient
-from mm2spec.live.dr_state import read_states
+from mm2spec.live.dr_state import read_flow_states
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.types import FailoverState
 from mm2spec.plan.desired import (DesiredResources, TopicSpec, desired_resources, list_sources, topics_needing_configs,
                                   with_configs)
-from mm2spec.plan.diff import FieldChange, diff_acls, diff_connector, diff_topic
+from mm2spec.plan.diff import diff_acls, diff_topic
 from mm2spec.plan.model import ClusterInfo, FlowSummary, Plan, ResourceChange
-from mm2spec.render import anchor_checkpoint, connectors, spark_job_config
 from mm2spec.spec.model import AclBinding, DesiredState
 
 AdminFactory = Callable[[str], KafkaAdmin]
-SparkDeployedConfig = Callable[[DesiredState], "dict | None"]
+DeploymentChanges = Callable[[bool], "tuple[list[ResourceChange], list[str]]"]
+"""The engine's part of a plan (``mm2spec.engines``, ``Engine.plan_changes``): given whether a flow
+is failed over (its mirror stopped on purpose), the changes to the engine's deployment and notes."""
 
 
 def failed_over_notes(states: Mapping[str, FailoverState]) -> list[str]:
@@ -42,18 +41,10 @@ def failed_over_notes(states: Mapping[str, FailoverState]) -> list[str]:
     return notes
 
 
-def read_failover_states(state: DesiredState) -> dict[str, FailoverState]:
-    """Every flow's recorded failover, read from each target cluster's DR-state topic."""
-    found: dict[str, FailoverState] = {}
-    for target in sorted({m.target for m in state.mirrors}):
-        found.update(read_states(state.cluster(target), state.name))
-    return {m.name: found[m.name] for m in state.mirrors if m.name in found}
-
-
-def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectClient | None = None,
-               spark_deployed: SparkDeployedConfig | None = None,
+def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: DeploymentChanges | None = None,
                failover_states: Callable[[DesiredState], Mapping[str, FailoverState]] | None = None) -> Plan:
-    """Compare ``state`` with the live clusters (and Connect / the Spark deployment when given).
+    """Compare ``state`` with the live clusters (and the engine's deployment, when ``deployment``
+    compares it: the Connect connectors, or the Spark job).
 
     ``failover_states`` (default: read from each DR cluster) names failed-over flows: their mirror
     is meant to stay stopped, so a stopped Spark job is no change, and the plan says so."""
@@ -91,17 +82,12 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, connect: ConnectCli
             if alias in acls:
                 changes += acls[alias].result()
     notes: list[str] = [note for alias in aliases for note in acl_notes[alias]]
-    failed_over = (failover_states or read_failover_states)(state)
+    failed_over = (failover_states or read_flow_states)(state)
     notes += failed_over_notes(failed_over)
-    if state.engine == "connect":
-        if connect is None and state.connect.rest_url:
-            connect = ConnectClient(state.connect.rest_url)
-        if connect is not None:
-            changes += _connector_changes(state, connect)
-        else:
-            notes.append("connect.restUrl is not set: connectors are not compared")
-    elif spark_deployed is not None:
-        changes += _spark_changes(state, spark_deployed(state), stopped_on_purpose=bool(failed_over))
+    if deployment is not None:
+        engine_changes, engine_notes = deployment(bool(failed_over))
+        changes += engine_changes
+        notes += engine_notes
     flows = tuple(FlowSummary(f.name, f.source, f.target, f.replication_policy, f.exactly_once,
                               tuple(p.text for p in f.topics), tuple(p.text for p in f.groups)) for f in state.mirrors)
     return Plan(state.name, state.environment, state.source_file, state.engine, tuple(infos), flows,
@@ -152,49 +138,3 @@ def _acl_changes(state: DesiredState, alias: str, resources: DesiredResources, a
     return ([ResourceChange(alias, "acl", acl_label(b), "create", detail=b.reason) for b in create] +
             [ResourceChange(alias, "acl", acl_label(b), "delete", detail="bound to the principal but not needed by the spec")
              for b in delete])
-
-
-def _connector_changes(state: DesiredState, connect: ConnectClient) -> list[ResourceChange]:
-    live = connect.connector_configs()
-    wanted = {c["name"]: c["config"] for c in connectors(state)}
-    changes = []
-    for name, config in wanted.items():
-        change = diff_connector(config, live.get(name))
-        changes.append(ResourceChange("connect", "connector", name, change.action, change.changes))
-    ours = {f.connector_name(kind) for f in state.mirrors for kind in ("Source", "Checkpoint", "Heartbeat")}
-    for name in sorted(set(live) - set(wanted)):
-        if name in ours:  # a connector this spec used to run (e.g. groups emptied): it goes
-            changes.append(ResourceChange("connect", "connector", name, "delete"))
-    return changes
-
-
-def _spark_changes(state: DesiredState, deployed: dict | None, stopped_on_purpose: bool = False) -> list[ResourceChange]:
-    # A running job has its checkpoint location anchored at the project root (where mm2spec runs).
-    desired = anchor_checkpoint(spark_job_config(state), Path.cwd())
-    if deployed is not None:
-        deployed = anchor_checkpoint(deployed, Path.cwd())
-    flat_new, flat_old = _flatten(desired), _flatten(deployed or {})
-    if deployed is None and stopped_on_purpose:
-        return [ResourceChange("spark", "spark-deployment", state.name, "no-op",
-                               detail="stopped by a failover (see the notes)")]
-    if deployed is None:
-        return [ResourceChange("spark", "spark-deployment", state.name, "create",
-                               detail=f"Spark mirroring job on {state.spark.master} (not running)")]
-    fields = tuple(FieldChange(k, flat_old.get(k), flat_new.get(k)) for k in sorted(set(flat_new) | set(flat_old))
-                   if flat_old.get(k) != flat_new.get(k))
-    return [ResourceChange("spark", "spark-deployment", state.name, "update" if fields else "no-op", fields,
-                           detail="the job restarts from its checkpoint" if fields else "")]
-
-
-def _flatten(value, prefix: str = "") -> dict[str, object]:
-    """Nested config as dotted keys; list items of named mappings are keyed by their name."""
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, list):
-        items = [(v.get("name", i) if isinstance(v, dict) else i, v) for i, v in enumerate(value)]
-    else:
-        return {prefix: value}
-    out: dict[str, object] = {}
-    for key, item in items:
-        out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-    return out

@@ -1,10 +1,11 @@
 """The concrete resources a DR spec asks for, given what the live source clusters hold.
 
 Compile knows patterns; this module turns them into resources by looking at the source cluster:
-which topics each flow mirrors (patterns minus excludes, as MM2 selects them), the target topics
-they need (the source's partition count and, with ``syncTopicConfigs``, its configs), and the ACL
-bindings once regular expressions are resolved to the names they match today. Both ``mm2spec plan``
-and the Pulumi program build their resource lists here, from the same snapshot types.
+which topics each flow mirrors (``MirrorFlow.mirrored_topics``: patterns minus excludes, as MM2
+selects them), the target topics they need (the source's partition count and, with
+``syncTopicConfigs``, its configs), and the ACL bindings once regular expressions are resolved to
+the names they match today. Both ``mm2spec plan`` and the Pulumi program build their resource lists
+here, from the same snapshot types.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Literal, Mapping
 from mm2spec.live.types import LiveTopic
 from mm2spec.mm2.selection import config_synced
 from mm2spec.spec.model import AclBinding, DesiredState, MirrorFlow
-from mm2spec.spec.patterns import NameSelector, python_regex
+from mm2spec.spec.patterns import python_regex
 
 
 @dataclass(frozen=True)
@@ -86,22 +87,6 @@ class DesiredResources:
     """What each flow's ``topics`` and then ``groups`` patterns matched, flow by flow in spec order."""
 
 
-def _select(names, include, exclude) -> list[str]:
-    wanted, unwanted = NameSelector(include), NameSelector(exclude)
-    return sorted(n for n in names if wanted.matches(n) and not unwanted.matches(n))
-
-
-def mirrored_topics(flow: MirrorFlow, source_topics) -> list[str]:
-    """Source topics the flow mirrors, as MM2 decides: any ``topics`` pattern, no exclude (MM2's
-    defaults included), nothing its replication policy never replicates (internal topics, cycles)."""
-    return _select(source_topics, [p.text for p in flow.topics], flow.topics_exclude_all + flow.topics_never_mirrored)
-
-
-def mirrored_groups(flow: MirrorFlow, groups) -> list[str]:
-    """Consumer groups the flow checkpoints, as MM2 decides: any ``groups`` pattern, no exclude."""
-    return _select(groups, [p.text for p in flow.groups], flow.groups_exclude_all)
-
-
 def _resolve_patterns(flow: MirrorFlow, field: str, patterns, selected: list[str]) -> list[PatternResolution]:
     """What each pattern matched among the selected names (a literal matches at most itself)."""
     chosen = set(selected)
@@ -125,7 +110,7 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
     resolutions: list[PatternResolution] = []
     for flow in state.mirrors:
         source = sources[flow.source]
-        selected = mirrored_topics(flow, source.topics)
+        selected = flow.mirrored_topics(source.topics)
         resolutions += _resolve_patterns(flow, "topics", flow.topics, selected)
         for name in selected:
             live = source.topics[name]
@@ -136,7 +121,7 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
                              f"{flow.name}: mirror of {flow.source}/{name}", "mirror",
                              allow_replacement=flow.allow_topic_replacement, source_topic=name)
             topics.setdefault(spec.key, spec)
-        resolutions += _resolve_patterns(flow, "groups", flow.groups, mirrored_groups(flow, source.groups))
+        resolutions += _resolve_patterns(flow, "groups", flow.groups, flow.mirrored_groups(source.groups))
     return DesiredResources(tuple(topics.values()), tuple(desired_acls(state, sources)), tuple(resolutions))
 
 
@@ -149,8 +134,8 @@ def desired_acls(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> 
     selected: dict[tuple[str, str], set[str]] = {}
     for flow in state.mirrors:
         source = sources[flow.source]
-        selected.setdefault((flow.source, "TOPIC"), set()).update(mirrored_topics(flow, source.topics))
-        selected.setdefault((flow.source, "GROUP"), set()).update(mirrored_groups(flow, source.groups))
+        selected.setdefault((flow.source, "TOPIC"), set()).update(flow.mirrored_topics(source.topics))
+        selected.setdefault((flow.source, "GROUP"), set()).update(flow.mirrored_groups(source.groups))
     for pattern in state.acl_patterns:
         names = selected.get((pattern.source_cluster, pattern.resource_type), set())
         regex = python_regex(pattern.regex)
@@ -195,7 +180,7 @@ def topics_needing_configs(state: DesiredState, sources: Mapping[str, SourceSnap
     needed: dict[str, set[str]] = {}
     for flow in state.mirrors:
         if flow.sync_topic_configs:
-            needed.setdefault(flow.source, set()).update(mirrored_topics(flow, sources[flow.source].topics))
+            needed.setdefault(flow.source, set()).update(flow.mirrored_topics(sources[flow.source].topics))
     return {alias: sorted(names) for alias, names in needed.items() if names}
 
 

@@ -10,18 +10,19 @@ calls :func:`mm2spec.provision.program.main`.
 
 Modules (each resource module: the inputs, what forces a replacement, the diff and the provider):
 
-- ``topic``            a Kafka topic (partitions, replication factor -1, configs)
-- ``acl``              the ACL bindings of one spec statement on a cluster (name -> operations)
-- ``connector``        an MM2 connector registered on the Connect REST API (engine ``connect``)
-- ``worker_config``    the Connect worker's ``connect-distributed.properties`` file
-- ``spark_deployment`` the Spark mirroring deployment (its job config; engine ``spark``)
-- ``files``            the rendered-file provider the two above extend
-- ``base``             the skeleton every provider shares (check, diff, recorded outputs, adoption)
-  and ``ProvisionedResource``; a base class changes nothing in the state (see its docstring)
-- ``connection``       how a provider method reaches a cluster from its inputs (no client kept)
-- ``program``          which resources a spec means, given the live source clusters
+- ``topic``: a Kafka topic (partitions, replication factor -1, configs)
+- ``acl``: the ACL bindings of one spec statement on a cluster (name -> operations)
+- ``connector``: an MM2 connector registered on the Connect REST API (engine ``connect``)
+- ``worker_config``: the Connect worker's ``connect-distributed.properties`` file
+- ``spark_deployment``: the Spark mirroring deployment (its job config; engine ``spark``)
+- ``files``: the rendered-file provider the two above extend
+- ``base``: the skeleton every provider shares (check, diff, recorded outputs, adoption) and
+  ``ProvisionedResource``; a base class changes nothing in the state (see its docstring)
+- ``connection``: how a provider method reaches a cluster from its inputs (no client kept)
+- ``program``: which resources a spec means, given the live source clusters
 
-May import: ``spec``, ``mm2``, ``render``, ``live``, ``plan`` (the desired resources and the one
-diff), ``runtime`` (the Spark job), ``errors``, ``components`` and the pulumi SDK. Never ``dev``,
-``ops`` or ``cli``; reports through Pulumi, never prints.
+May import: ``engines`` (each engine's deployment), ``spec``, ``mm2``, ``render``, ``live``,
+``plan`` (the desired resources and the one diff), ``runtime`` (the Spark job), ``errors``,
+``components`` and the pulumi SDK. Never ``dev``, ``ops`` or ``cli``; reports through Pulumi,
+never prints.
 """

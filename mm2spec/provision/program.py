@@ -14,8 +14,9 @@ clusters once, and declares the resources with ``declare``.
   its configs), from ``mm2spec.plan.desired.desired_resources``, the list ``mm2spec plan`` uses too;
 - with ``acls.manage``, an ``Acl`` per statement of the spec on each cluster (a stated binding, or
   every name one regex matches on the source today; see ``acl``);
-- engine ``connect``: the ``WorkerConfig`` file and a ``Connector`` per MM2 connector;
-- engine ``spark``: the ``SparkDeployment`` (its job config, and the running job with ``sparkRun``).
+- what the engine says it needs (``mm2spec.engines``, ``DeploymentResources``): for ``connect`` the
+  ``WorkerConfig`` file and a ``Connector`` per MM2 connector; for ``spark`` the ``SparkDeployment``
+  (its job config, and the running job with ``sparkRun``).
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from typing import Callable, Mapping
 
 import pulumi
 
+from mm2spec.engines import engine_for
 from mm2spec.spec.load import load_desired_state
 from mm2spec.plan.desired import DesiredResources, SourceSnapshot, desired_resources, snapshot_sources
 from mm2spec.errors import Mm2specError, SecretMissing
 from mm2spec.live.kafka import KafkaAdmin
-from mm2spec.live.dr_state import read_states
+from mm2spec.live.dr_state import read_flow_states
 from mm2spec.plan.build import failed_over_notes
 from mm2spec.spec.model import DesiredState
 from mm2spec.provision.acl import Acl, AclGroup, acl_groups, acl_inputs
@@ -41,7 +43,6 @@ from mm2spec.provision.connector import Connector, connector_inputs
 from mm2spec.provision.spark_deployment import SparkDeployment, spark_deployment_inputs
 from mm2spec.provision.topic import Topic, topic_inputs
 from mm2spec.provision.worker_config import WorkerConfig, worker_config_inputs
-from mm2spec.render import connectors
 
 SecretLookup = Callable[[str], "str | None"]
 
@@ -110,9 +111,7 @@ def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, st
 def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], passwords: Mapping[str, str | None],
             settings: ProgramSettings) -> Declared:
     """Register the stack's resources for ``state`` given the source clusters' snapshot."""
-    if state.engine == "connect" and not state.connect.rest_url:
-        raise Mm2specError("engine connect registers connectors on the Connect REST API: set connect.restUrl "
-                           "in the spec (for this environment)")
+    needs = engine_for(state).deployment_resources()  # a spec that cannot be provisioned stops here
     wanted = desired_resources(state, sources)
     declared = Declared(wanted)
     connections = {
@@ -130,8 +129,7 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
         return make
 
     declared.acl_groups = acl_groups(state, sources)
-    rendered = connectors(state) if state.engine == "connect" else []
-    declared.connector_names = [c["name"] for c in rendered]
+    declared.connector_names = [c["name"] for c in needs.connectors]
     makers = ([maker(declared.topics, Topic, t.key, partial(topic_inputs, t, connections[t.cluster]))
                for t in wanted.topics]
               + [maker(declared.acls, Acl, g.name, partial(acl_inputs, g, connections[g.cluster]))
@@ -139,14 +137,16 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
 
     def dependents() -> None:
         ready = list(declared.topics.values()) + list(declared.acls.values())
-        if state.engine == "connect":
+        worker: list[pulumi.Resource] = []
+        if needs.worker_config:
             declared.worker_config = WorkerConfig("connect-worker",
                                                   worker_config_inputs(state, settings.out_dir, settings.root))
-            after = pulumi.ResourceOptions(depends_on=ready + [declared.worker_config])
-            for connector in rendered:
-                declared.connectors[connector["name"]] = Connector(
-                    connector["name"], connector_inputs(state.connect.rest_url, connector), after)
-        else:
+            worker = [declared.worker_config]
+        after = pulumi.ResourceOptions(depends_on=ready + worker)  # connectors need their worker's config first
+        for connector in needs.connectors:
+            declared.connectors[connector["name"]] = Connector(
+                connector["name"], connector_inputs(needs.connect_url, connector), after)
+        if needs.spark_deployment:
             declared.spark_deployment = SparkDeployment(
                 "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run),
                 pulumi.ResourceOptions(depends_on=ready))
@@ -239,12 +239,11 @@ def _skip_source_positions() -> None:
 def _failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> bool:
     """Whether a flow is recorded as failed over on its DR cluster; then the Spark mirror is left
     stopped (a forward mirror would copy over what clients now write to DR) and the run says so."""
-    for target in sorted({m.target for m in state.mirrors}):
-        states = read_states(state.cluster(target), state.name, secrets=lambda _name, alias=target: passwords.get(alias))
-        for note in failed_over_notes({n: s for n, s in states.items() if n in {m.name for m in state.mirrors}}):
-            pulumi.log.warn(note)
-            return True
-    return False
+    states = read_flow_states(state, cluster_secrets=lambda alias: lambda _name: passwords.get(alias))
+    notes = failed_over_notes(states)
+    if notes:
+        pulumi.log.warn(notes[0])  # one warning says why the job stays stopped; `mm2spec plan` lists every flow
+    return bool(notes)
 
 
 def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, SourceSnapshot]] | None = None) -> Declared:

@@ -12,7 +12,8 @@
 Passwords are never written: SASL settings use Kafka's EnvVarConfigProvider (``${env:NAME}``), so
 the worker (or the Spark job) reads the secret from its environment when it starts.
 
-May import: ``mm2spec.spec`` (the model), ``mm2spec.mm2``, ``mm2spec.errors``. Never ``live``
+May import: ``mm2spec.spec`` (the model), ``mm2spec.mm2``, ``mm2spec.errors``,
+``mm2spec.components`` (the pinned versions the job image names). Never ``live``
 (no cluster is read to render) and never prints.
 """
 
@@ -23,5 +24,6 @@ from mm2spec.render.properties import client_properties, properties_text
 from mm2spec.render.resources import resources, resources_text
 from mm2spec.render.spark import anchor_checkpoint, spark_job_config
 
-__all__ = ["anchor_checkpoint", "client_properties", "connectors", "manifests", "mm2_properties", "on_kubernetes", "properties_text",
-           "render_files", "resources", "resources_text", "spark_job_config", "worker_properties", "write_files"]
+__all__ = ["anchor_checkpoint", "client_properties", "connectors", "manifests", "mm2_properties", "on_kubernetes",
+           "properties_text", "render_files", "resources", "resources_text", "spark_job_config", "worker_properties",
+           "write_files"]

@@ -5,6 +5,7 @@
 - ``process``: pid, port and wait helpers, shared with ``mm2spec.dev``
 
 May import: ``mm2spec.spec`` and ``mm2spec.render`` (to render a job from a spec),
-``mm2spec.components``, ``mm2spec.errors``. Never ``cli``, ``plan``, ``provision`` or ``dev``;
-never prints (the CLI reports what these functions return).
+``mm2spec.components``, ``mm2spec.resources`` (the Spark job's files), ``mm2spec.errors``.
+Never ``cli``, ``plan``, ``provision`` or ``dev``; never prints (the CLI reports what these
+functions return).
 """

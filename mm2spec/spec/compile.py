@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mm2spec.mm2 import defaults, spark_eos
+from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, engine_facts
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT
 from mm2spec.spec.document import Node, to_plain
 from mm2spec.spec.model import (
@@ -77,8 +78,9 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
     )
     acls = data.get("acls") or {}
     principal = acls.get("principal", "User:mm2")
-    engine = data.get("engine", "spark")
-    bindings, patterns = derive_acls(mirrors, connect, principal, spark_job=name if engine == "spark" else None)
+    engine = data.get("engine", DEFAULT_ENGINE)
+    writer_job = name if engine_facts(engine).writer_names_on_target else None
+    bindings, patterns = derive_acls(mirrors, connect, principal, spark_job=writer_job)
     return DesiredState(
         name=name,
         environment=env,

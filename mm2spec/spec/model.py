@@ -7,11 +7,11 @@ never raw YAML. ``mm2spec.spec.compile`` builds them from a validated document.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Iterable, Literal
 
 from mm2spec.errors import UnknownCluster
 from mm2spec.mm2 import policy, selection
-from mm2spec.spec.patterns import NamePattern
+from mm2spec.spec.patterns import NamePattern, NameSelector
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,12 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(self.bootstrap_servers)
+
+
+def _selected(names: Iterable[str], include: Iterable[str], exclude: Iterable[str]) -> list[str]:
+    """The names some ``include`` pattern and no ``exclude`` pattern matches, sorted."""
+    wanted, unwanted = NameSelector(include), NameSelector(exclude)
+    return sorted(n for n in names if wanted.matches(n) and not unwanted.matches(n))
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,12 @@ class MirrorFlow:
         return policy.target_topic(self.source, source_topic, identity=self.replication_policy == "identity",
                                    separator=self.separator)
 
+    def source_topic(self, target_topic: str) -> str | None:
+        """The source topic a target topic mirrors (``target_topic`` backwards); None when the
+        replication policy did not name it after this flow's source."""
+        return policy.upstream_topic(self.source, target_topic, identity=self.replication_policy == "identity",
+                                     separator=self.separator)
+
     @property
     def offset_syncs_topic(self) -> str:
         """mm2-offset-syncs.<alias>.internal; the alias is the cluster the topic is *not* on (MM2's rule)."""
@@ -162,6 +174,18 @@ class MirrorFlow:
     def groups_exclude_all(self) -> tuple[str, ...]:
         """MM2's default group excludes, then the spec's."""
         return selection.groups_exclude(self.groups_exclude)
+
+    def mirrored_topics(self, source_topics: Iterable[str]) -> list[str]:
+        """Of ``source_topics``, those the flow mirrors, sorted, as MM2 decides: any ``topics``
+        pattern, no exclude (MM2's defaults included), nothing its replication policy never
+        replicates (internal topics, cycles)."""
+        return _selected(source_topics, [p.text for p in self.topics],
+                         self.topics_exclude_all + self.topics_never_mirrored)
+
+    def mirrored_groups(self, groups: Iterable[str]) -> list[str]:
+        """Of ``groups``, the consumer groups the flow checkpoints, sorted, as MM2 decides: any
+        ``groups`` pattern, no exclude (MM2's defaults included)."""
+        return _selected(groups, [p.text for p in self.groups], self.groups_exclude_all)
 
     def connector_name(self, kind: str) -> str:
         """<name>-Mirror<Kind>Connector, e.g. primary-to-dr-MirrorSourceConnector (seed 000)."""

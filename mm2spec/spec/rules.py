@@ -254,10 +254,12 @@ def _strongly_connected(graph: dict[str, list[tuple[str, int]]]) -> list[set[str
                     low[work[-1][0]] = min(low[work[-1][0]], low[node])
                 if low[node] == order[node]:
                     component = set()
-                    while not component or member != node:
+                    while True:
                         member = stack.pop()
                         on_stack.discard(member)
                         component.add(member)
+                        if member == node:
+                            break
                     components.append(component)
     return components
 

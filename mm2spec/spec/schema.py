@@ -12,7 +12,6 @@ import difflib
 import json
 import re
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Protocol
 
 import jsonschema

@@ -43,7 +43,8 @@ _SENSITIVE_SECTIONS = frozenset({"security"})
 _PROVIDER_REF = re.compile(r"\$\{[A-Za-z0-9_.-]+:[^}]*\}")
 # One option of a JAAS config: name="quoted value", name='quoted value' or name=bare-value.
 _OPTION = r"""[A-Za-z_][A-Za-z0-9_.-]*\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"';=]+)"""
-_JAAS_OPTION = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(?:"(?P<quoted>[^"]*)"|'(?P<single>[^']*)'|(?P<bare>[^\s"';=]+))""")
+_JAAS_OPTION = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*"""
+                          r"""(?:"(?P<quoted>[^"]*)"|'(?P<single>[^']*)'|(?P<bare>[^\s"';=]+))""")
 # A whole JAAS config: one or more "LoginModuleClass flag option...;" entries. No nested quantifier can
 # match the same text two ways (options are separated by spaces and contain "="), so matching is linear.
 _JAAS_CONFIG = re.compile(

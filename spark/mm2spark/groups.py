@@ -169,7 +169,7 @@ class GroupOffsetThread(threading.Thread):
         while not self.stopping.wait(self.interval):
             try:
                 self.mirror.run_once()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - this thread must live on
                 # Deliberately broad: whatever fails here (a cluster away, a group deleted meanwhile,
                 # a bug), this thread must live on and the data keeps being mirrored without it; the
                 # failure is counted and logged, and the next round retries.

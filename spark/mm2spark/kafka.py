@@ -268,6 +268,6 @@ def load_offset_syncs(conn: ClusterConnection, topic: str) -> list[OffsetSync]:
     for key, value in read_compacted(conn, topic):
         try:
             syncs.append(OffsetSync.from_record(key, value))
-        except (ValueError, IndexError, Exception):  # a foreign record must not stop the mirror
+        except (ValueError, IndexError, Exception):  # noqa: BLE001 - a foreign record must not stop the mirror
             log.warning("skipping an unreadable record in %s", topic)
     return syncs

@@ -223,7 +223,8 @@ def progress_line(flow: str, figures: FlowFigures, batch_id: int, batch_records:
         for name, t in sorted(figures.topics.items()) if t.records_per_second > 0)
     return (f"flow={flow} batch={batch_id} records={batch_records} total={figures.records} "
             f"rate={figures.records_per_second:.0f} rec/s {_fmt_bytes(figures.bytes_per_second)}/s "
-            f"latency(avg/max)={latency} behind={figures.offsets_behind_latest if figures.offsets_behind_latest is not None else '-'} "
+            f"latency(avg/max)={latency} "
+            f"behind={figures.offsets_behind_latest if figures.offsets_behind_latest is not None else '-'} "
             f"syncs={figures.offset_syncs_written} checkpoints={figures.checkpoints_written} errors={figures.errors}"
             + (f" topics: {topics}" if topics else ""))
 
@@ -260,7 +261,7 @@ class MirrorProgressListener(StreamingQueryListener):
             figures.offsets_behind_latest = behind
             if progress.numInputRows or progress.batchId % IDLE_LOG_EVERY_BATCHES == 0:
                 log.info(progress_line(flow, figures, progress.batchId, progress.numInputRows))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a listener must not take the queries down
             # Deliberately broad: Spark calls listeners on its listener bus, and whatever a listener
             # raises (a status file that cannot be written, an unexpected progress shape, a bug)
             # must not take the queries down; the figures are only a report.

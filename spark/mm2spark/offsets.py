@@ -7,19 +7,19 @@ more past the offset the last sync translates to; and it later flushes a delayed
 latest record so an idle partition translates exactly. ``OffsetSyncEmitter`` applies the same
 rule to *runs* of records (u0+i landed at d0+i), so a micro-batch costs arithmetic, not a loop.
 
-Translation follows MM2's OffsetSyncStore: take the latest sync at or below the consumer's
-upstream offset; an exact hit gives its downstream offset, anything past it gives downstream+1
-(never ahead of what was really mirrored: a failed-over consumer may re-read, never skip).
+Translation is MM2's OffsetSyncStore rule, ``mm2spec.mm2.offsets`` (the failover playbooks use it
+too): the latest sync at or below the consumer's upstream offset; an exact hit gives its downstream
+offset, anything past it downstream+1.
 """
 
 from __future__ import annotations
 
-import bisect
 import threading
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from mm2spark.records import OffsetSync
+from mm2spec.mm2 import offsets as offset_rule
 
 
 @dataclass(frozen=True)
@@ -110,37 +110,33 @@ class OffsetSyncEmitter:
 
 
 class OffsetSyncStore:
-    """Recent offset syncs per source partition, for translating consumer group offsets.
+    """Recent offset syncs per source partition, for translating consumer group offsets by MM2's
+    rule (``mm2spec.mm2.offsets``).
 
     Thread-safe: the batch thread adds, the checkpoint thread translates.
     """
 
     def __init__(self, max_per_partition: int = 4096):
         self.max_per_partition = max_per_partition
-        self._upstream: dict[tuple[str, int], list[int]] = {}
-        self._downstream: dict[tuple[str, int], list[int]] = {}
+        self._syncs: dict[tuple[str, int], list[offset_rule.Sync]] = {}
         self._lock = threading.Lock()
 
     def add(self, sync: OffsetSync) -> None:
         key = (sync.topic, sync.partition)
+        new = (sync.upstream_offset, sync.downstream_offset)
         with self._lock:
-            ups = self._upstream.setdefault(key, [])
-            downs = self._downstream.setdefault(key, [])
-            if ups and (sync.upstream_offset < ups[-1] or sync.downstream_offset < downs[-1]):
-                # The upstream or downstream partition went backwards (recreated, truncated): the old
-                # syncs describe a log that no longer exists.
-                ups.clear()
-                downs.clear()
-            if ups and sync.upstream_offset == ups[-1]:
-                downs[-1] = sync.downstream_offset
+            syncs = self._syncs.setdefault(key, [])
+            if syncs and offset_rule.went_backwards(syncs[-1], new):
+                syncs.clear()
+            if syncs and new[0] == syncs[-1][0]:
+                # Upstream offsets stay unique: the later sync of the same record wins, as in translation.
+                syncs[-1] = new
                 return
-            ups.append(sync.upstream_offset)
-            downs.append(sync.downstream_offset)
-            if len(ups) > self.max_per_partition:
+            syncs.append(new)
+            if len(syncs) > self.max_per_partition:
                 # Thin the older half to every other entry: recent syncs stay dense, old ones sparse.
-                half = len(ups) // 2
-                self._upstream[key] = ups[:half:2] + ups[half:]
-                self._downstream[key] = downs[:half:2] + downs[half:]
+                half = len(syncs) // 2
+                self._syncs[key] = syncs[:half:2] + syncs[half:]
 
     def add_all(self, syncs: Iterable[OffsetSync]) -> None:
         for sync in syncs:
@@ -148,17 +144,10 @@ class OffsetSyncStore:
 
     def translate(self, topic: str, partition: int, upstream_offset: int) -> int | None:
         """The downstream offset a consumer at ``upstream_offset`` upstream should resume from."""
-        key = (topic, partition)
         with self._lock:
-            ups = self._upstream.get(key)
-            if not ups:
-                return None
-            i = bisect.bisect_right(ups, upstream_offset) - 1
-            if i < 0:
-                return None
-            sync_up, sync_down = ups[i], self._downstream[key][i]
-        return sync_down if sync_up == upstream_offset else sync_down + 1
+            syncs = self._syncs.get((topic, partition))
+            return offset_rule.translate(syncs, upstream_offset) if syncs else None
 
     def partitions(self) -> Iterator[tuple[str, int]]:
         with self._lock:
-            return iter(list(self._upstream))
+            return iter(list(self._syncs))

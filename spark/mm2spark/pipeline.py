@@ -38,6 +38,7 @@ from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore
 from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, topic_filter, topic_pattern
 from mm2spark.writer import BatchWritten, FlowWriter, check_writer
 from mm2spec.errors import ComponentMissing
+from mm2spec.mm2.spark_checkpoint import start_offsets_file
 
 log = logging.getLogger("mm2spark.pipeline")
 
@@ -51,8 +52,6 @@ SOURCE_CONSUMER_KEYS = ("isolation.level", "fetch.min.bytes", "fetch.max.bytes",
 SOURCE_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": "4194304"}
 
 
-#: Written by ``mm2spec failback`` beside a flow's checkpoint folder: ``{topic: {partition: offset}}``.
-START_OFFSETS_SUFFIX = ".start-offsets.json"
 #: At a stop, how long the queued offset syncs may take to be sent (they are re-derived after a restart).
 STOP_FLUSH_TIMEOUT_S = 15.0
 #: A stop still going after this long writes every Python thread's stack to the log.
@@ -196,7 +195,7 @@ class FlowPipeline:
         forward mirror restarts at the source's end then, so nothing copied back is mirrored again).
         Spark wants every partition the subscription matches named: any other starts at the beginning."""
         local = _local_path(self.checkpoint)
-        start_file = local.with_name(f"{local.name}{START_OFFSETS_SUFFIX}") if local is not None else None
+        start_file = start_offsets_file(local) if local is not None else None
         if start_file is None or (local / "offsets").exists() or not start_file.exists():
             return "earliest"
         given = json.loads(start_file.read_text())
@@ -474,7 +473,7 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
         for p in pipelines:
             try:
                 p.stop()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - best effort: one flow failing to stop must not keep the others running
                 log.warning("flow=%s stop: %s", p.flow.name, exc)
             if metrics.flow(p.flow.name).state != "failed":
                 metrics.flow(p.flow.name).state = "stopped"

@@ -21,6 +21,7 @@ from mm2spark.config import MirrorFlowConfig
 from mm2spark.eos import EosWriterSettings
 from mm2spark.offsets import Run
 from mm2spec.errors import ComponentMissing
+from mm2spec.mm2 import policy as mm2_policy
 
 WRITER_JAR = "mm2spec-spark-writer.jar"
 INSTALL_HINT = "run scripts/install-spark.sh (or scripts/setup)"
@@ -102,8 +103,9 @@ class BatchWritten:
 def writer_settings(job_name: str, flow: MirrorFlowConfig) -> dict[str, str]:
     """The flat settings of ``mm2spec.spark.WriterSettings`` (they hold the target's credentials:
     passed to the JVM in memory only, never logged)."""
-    settings = {"mode": "at-least-once",
-                "target.prefix": "" if flow.identity else f"{flow.source_alias}{flow.replication_policy_separator}"}
+    # The policy's name for a topic is the prefix plus the source name (identity: no prefix).
+    prefix = mm2_policy.target_topic(flow.source_alias, "", identity=flow.identity, separator=flow.replication_policy_separator)
+    settings = {"mode": "at-least-once", "target.prefix": prefix}
     settings.update({f"connection.{k}": v for k, v in flow.target.java_properties().items()})
     producer = {**PRODUCER_DEFAULTS, "client.id": f"mm2spark-{flow.name}"}
     producer.update({k: v for k, v in flow.producer_overrides if k not in PRODUCER_FORBIDDEN})

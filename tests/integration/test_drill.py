@@ -31,8 +31,8 @@ from mm2spec.spec.model import Cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from required import missing_component  # noqa: E402
-from specs import spec_for  # noqa: E402
+from required import missing_component
+from specs import spec_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

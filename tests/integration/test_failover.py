@@ -12,7 +12,6 @@ import json
 import random
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ from mm2spec.spec.load import load_desired_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from specs import spec_for  # noqa: E402
+from specs import spec_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

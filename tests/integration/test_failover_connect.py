@@ -26,8 +26,8 @@ from mm2spec.spec.load import load_desired_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from specs import write_spec  # noqa: E402
-from test_failover import _report, _run, _wait  # noqa: E402
+from specs import write_spec
+from test_failover import _report, _run, _wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

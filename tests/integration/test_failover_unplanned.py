@@ -23,8 +23,8 @@ from mm2spec.spec.load import load_desired_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from required import missing_component  # noqa: E402
-from test_failover import (  # noqa: E402
+from required import missing_component
+from test_failover import (
     CATCH_UP_TIMEOUT, PARTITIONS, START_TIMEOUT, TOPIC, _cluster, _commit_source, _dr_offsets, _lagging,
     _produce, _report, _run, _spec, _wait,
 )

@@ -19,7 +19,7 @@ from tests.kit.faults import FaultRun, cut_link, kill_driver, restart_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_spark_mirror import spark_ready  # noqa: E402,F401 - the fixture
+from test_spark_mirror import spark_ready  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -41,7 +41,7 @@ def assert_nothing_lost(result) -> None:
     assert result.unique == result.acknowledged, result
 
 
-def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spark_ready, tmp_path):
+def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spark_ready, tmp_path):  # noqa: F811 - pytest fixture
     """One job run, every fault in turn: the driver killed twice, each broker restarted, the link
     to each cluster cut. Nothing lost, nothing read twice with read_committed, and the
     target catches up after every fault."""
@@ -60,7 +60,7 @@ def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spar
     assert result.faults == KILLS + 4
 
 
-def test_at_least_once_driver_kills_lose_nothing(proxied_kafka_pair, spark_ready, tmp_path):
+def test_at_least_once_driver_kills_lose_nothing(proxied_kafka_pair, spark_ready, tmp_path):  # noqa: F811 - pytest fixture
     """Replayed micro-batches may write records again (counted), but none goes missing."""
     rng = random.Random(SEED)
     with FaultRun(proxied_kafka_pair, tmp_path, "kills-alo", exactly_once=False, rate=RATE) as drill:

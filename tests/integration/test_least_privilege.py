@@ -31,8 +31,8 @@ from mm2spec.spec.load import load_desired_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from specs import MM2_SECRET, SECRETS, spec_for  # noqa: E402
-from test_spark_mirror import spark_ready  # noqa: E402,F401 - the fixture
+from specs import MM2_SECRET, SECRETS, spec_for
+from test_spark_mirror import spark_ready  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -96,7 +96,7 @@ def wait_for(check, what: str, deployment) -> None:
         time.sleep(1.0)
 
 
-def test_only_the_derived_acls_mirror_and_everything_else_is_refused(secure_kafka_pair, spark_ready, tmp_path,
+def test_only_the_derived_acls_mirror_and_everything_else_is_refused(secure_kafka_pair, spark_ready, tmp_path,  # noqa: F811 - pytest fixture
                                                                        request):
     pair = secure_kafka_pair
     uid = uuid.uuid4().hex[:8]

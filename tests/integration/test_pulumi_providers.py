@@ -67,7 +67,8 @@ def test_topic_create_update_delete(kafka_pair, unique_name):
     assert provider.diff(created.id, created.outs, news).changes is True
     updated = provider.update(created.id, created.outs, news).outs
     # Brokers apply an altered config from the metadata log: it shows a moment later.
-    eventually(lambda: (lambda t: (t.partitions, dict(t.configs)))(admin.topics([name])[name]) == (5, {"retention.ms": "7200000"}),
+    eventually(lambda: (lambda t: (t.partitions, dict(t.configs)))(admin.topics([name])[name])
+               == (5, {"retention.ms": "7200000"}),
                "the new partition count and configs")
     assert provider.diff(created.id, updated, news).changes is False
 
@@ -212,7 +213,7 @@ def test_spark_deployment_runs_and_stops_the_mirroring_job(kafka_pair, unique_na
     from mm2spec.provision.spark_deployment import SparkDeploymentProvider, spark_deployment_inputs
 
     try:
-        components().spark_kafka_jars
+        _ = components().spark_kafka_jars  # raises ComponentMissing when the jars are not installed
     except ComponentMissing as exc:
         missing_component(exc)
     topic = unique_name("spark")

@@ -28,7 +28,7 @@ from mm2spec.mm2.retry import retry_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_spark_mm2_formats import DEFAULT, IDENTITY, mm2_check, missing  # noqa: E402,F401
+from test_spark_mm2_formats import DEFAULT, IDENTITY, mm2_check, missing  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -219,7 +219,7 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
 # ------------------------------------------------------------------------------------ tests
 
 
-def test_at_least_once_mirror_new_topics_crash_and_failover(kafka_pair, spark_ready, mm2_check, tmp_path):
+def test_at_least_once_mirror_new_topics_crash_and_failover(kafka_pair, spark_ready, mm2_check, tmp_path):  # noqa: F811 - pytest fixture
     """Identity policy, Spark's Kafka sink. One job run covers: fidelity over several partitions,
     a topic created mid-run, a kill -9 under a live producer (no loss, bounded duplicates), MM2
     checkpoints read by RemoteClusterUtils, and group offset sync to inactive groups only."""
@@ -314,7 +314,7 @@ def test_at_least_once_mirror_new_topics_crash_and_failover(kafka_pair, spark_re
     assert mirror.status(deployment).state == "stopped"
 
 
-def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, tmp_path):
+def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, tmp_path):  # noqa: F811 - pytest fixture
     """DefaultReplicationPolicy (primary.<topic>), transactional writer: after kill -9 and restart,
     a read_committed consumer sees every record exactly once, in order; MM2 translates offsets."""
     uid = uuid.uuid4().hex[:8]
@@ -349,8 +349,7 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
         assert set(translated) == {(remote, p) for p in range(3)}
         # transaction markers take offsets downstream, so compare by position: the record a failed-over
         # consumer reads first is the one the source group would have read next (or an earlier one)
-        for (t, p), offset in translated.items():
-            consumed = source[p][:1000]
+        for (_, p), offset in translated.items():
             consumer = Consumer({"bootstrap.servers": dr, "group.id": f"it-check-{uid}", "isolation.level": "read_committed"})
             consumer.assign([TopicPartition(remote, p, offset)])
             first = None

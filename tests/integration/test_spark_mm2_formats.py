@@ -31,9 +31,9 @@ from mm2spec.mm2.policy import IDENTITY_POLICY as IDENTITY
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
-from mm2spark.config import parse_job_config  # noqa: E402
-from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
-from mm2spark.topics import topic_filter  # noqa: E402
+from mm2spark.config import parse_job_config
+from mm2spark.records import Checkpoint, OffsetSync
+from mm2spark.topics import topic_filter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

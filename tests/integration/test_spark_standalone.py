@@ -15,7 +15,7 @@ from mm2spec.errors import ComponentMissing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from required import missing_component  # noqa: E402
+from required import missing_component
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from mirror_throughput import PARTITIONS, latencies_from, pct  # noqa: E402
+from mirror_throughput import PARTITIONS, latencies_from, pct
 
 LAST = 1 + 50 * 1999  # the writer's last end offset per partition
 

@@ -140,7 +140,8 @@ def test_java_processes_log_to_stdout_which_goes_to_a_file() -> None:
 
 def test_state_survives_a_json_round_trip() -> None:
     state = DevState(
-        Path("/x"), True, {"primary": PLAIN, "dr": SECURE}, [JavaProcess("dr", 42, "/x/dr/server.properties", "/x/logs/dr.log", (29092, 29093))], "http://127.0.0.1:8083"
+        Path("/x"), True, {"primary": PLAIN, "dr": SECURE},
+        [JavaProcess("dr", 42, "/x/dr/server.properties", "/x/logs/dr.log", (29092, 29093))], "http://127.0.0.1:8083"
     )
     assert DevState.from_json(state.to_json()) == state
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mm2spec.spec.load import load_desired_state
-from mm2spec.plan.desired import SourceSnapshot, desired_resources, mirrored_topics
+from mm2spec.plan.desired import SourceSnapshot, desired_resources
 from mm2spec.plan.diff import diff_acls, diff_connector, diff_topic
 from mm2spec.live.types import LiveTopic
 from mm2spec.spec.model import AclBinding
@@ -89,7 +89,7 @@ def test_regex_acls_resolve_to_literal_bindings_on_both_clusters(tmp_path):
     path.write_text(spec)
     state = load_desired_state(path, "prod")
     source = SourceSnapshot("primary", {n: live(n) for n in ("refunds-v1", "chargebacks-v22", "refunds-vx")})
-    assert mirrored_topics(state.mirrors[0], source.topics) == ["chargebacks-v22", "refunds-v1"]
+    assert state.mirrors[0].mirrored_topics(source.topics) == ["chargebacks-v22", "refunds-v1"]
     acls = desired_resources(state, {"primary": source}).acls
     topic_acls = {(b.cluster, b.resource_name, b.operation) for b in acls if b.resource_type == "TOPIC"}
     assert ("primary", "refunds-v1", "READ") in topic_acls and ("dr", "chargebacks-v22", "WRITE") in topic_acls
@@ -108,7 +108,7 @@ def test_what_mm2_never_replicates_is_neither_mirrored_nor_granted(tmp_path):
     names = ["orders", "dr.orders", "primary.dr.audit", "mm2-offset-syncs.dr.internal",
              "primary.checkpoints.internal", ".hidden", "__consumer_offsets"]
     source = SourceSnapshot("primary", {n: live(n) for n in names})
-    assert mirrored_topics(state.mirrors[0], source.topics) == ["orders"]
+    assert state.mirrors[0].mirrored_topics(source.topics) == ["orders"]
     resources = desired_resources(state, {"primary": source})
     assert sorted(t.name for t in resources.topics if t.kind == "mirror") == ["primary.orders"]
     granted = {b.resource_name for b in resources.acls if b.resource_type == "TOPIC" and b.cluster == "primary"}
@@ -127,7 +127,7 @@ def test_mm2s_internal_topics_are_found_by_the_flows_separator(tmp_path):
     assert flow.offset_syncs_topic == "mm2-offset-syncs_primary_internal"
     names = ["orders", "mm2-offset-syncs_dr_internal", "dr_checkpoints_internal", "dr_orders",
              "primary.checkpoints.internal", "mm2-offset-syncs.dr.internal"]
-    assert mirrored_topics(flow, names) == ["orders", "primary.checkpoints.internal"]
+    assert flow.mirrored_topics(names) == ["orders", "primary.checkpoints.internal"]
     resources = desired_resources(load_desired_state(path, "prod"),
                                   {"primary": SourceSnapshot("primary", {n: live(n) for n in names})})
     assert sorted(t.name for t in resources.topics if t.kind == "mirror") == [

@@ -1,9 +1,10 @@
-"""MM2's rules in one place (mm2spec.mm2): the plan and the Spark job decide alike.
+"""MM2's rules in one place (mm2spec.mm2): the plan, the playbooks and the Spark job decide alike.
 
-The plan selects topics from the compiled spec (``mirrored_topics``); the Spark job from the config
-``mm2spec render`` writes for it (``spark_job_config`` -> ``parse_job_config`` -> ``topic_filter``).
-Both must mirror the same topics under the same names, or the plan would create target topics the
-job never fills (or miss some it writes to).
+The plan selects topics from the compiled spec (``MirrorFlow.mirrored_topics``); the Spark job from
+the config ``mm2spec render`` writes for it (``spark_job_config`` -> ``parse_job_config`` ->
+``topic_filter``). Both must mirror the same topics under the same names, or the plan would create
+target topics the job never fills (or miss some it writes to). Likewise the job's checkpoints and
+the failover playbooks translate offsets by the same offset-sync rule.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from mm2spec.mm2 import policy, selection
-from mm2spec.plan.desired import mirrored_groups, mirrored_topics
+from mm2spec.mm2 import offsets, policy, selection
+from mm2spec.mm2.records import OffsetSync
+from mm2spec.ops.modules.translate import mm2_translation, nearest_sync
 from mm2spec.render import spark_job_config
 from mm2spec.spec.load import load_desired_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
-from mm2spark.config import parse_job_config  # noqa: E402
-from mm2spark.topics import ReplicationPolicy, checkpoints_topic, group_filter, offset_syncs_topic, topic_filter  # noqa: E402
+from mm2spark.config import parse_job_config
+from mm2spark.offsets import OffsetSyncStore
+from mm2spark.topics import ReplicationPolicy, checkpoints_topic, group_filter, offset_syncs_topic, topic_filter
 
 SPEC = """\
 apiVersion: mm2spec/v1
@@ -77,7 +80,7 @@ def test_plan_and_spark_job_mirror_the_same_topics(tmp_path, policy_kind, separa
     flow, job_flow = flows(tmp_path, policy_kind, separator, location)
     names = topic_names(separator)
     accept = topic_filter(job_flow)
-    planned = mirrored_topics(flow, names)
+    planned = flow.mirrored_topics(names)
     assert planned == [n for n in names if accept(n)]
     # ... and what they agree on is MM2's rule, not a shared mistake
     assert {"orders", "payments", "adr.orders", "orders.dr", "a-internal"} <= set(planned)
@@ -115,8 +118,8 @@ def test_plan_and_spark_job_select_the_same_groups(tmp_path, policy_kind, separa
     flow, job_flow = flows(tmp_path, policy_kind, separator, location)
     groups = ["orders-service", "billing-eu", "batch-nightly", "console-consumer-42", "connect-mm2", "__x", "connectors"]
     accept = group_filter(job_flow)
-    assert mirrored_groups(flow, groups) == sorted(g for g in groups if accept(g))
-    assert mirrored_groups(flow, groups) == ["billing-eu", "connectors", "orders-service"]
+    assert flow.mirrored_groups(groups) == sorted(g for g in groups if accept(g))
+    assert flow.mirrored_groups(groups) == ["billing-eu", "connectors", "orders-service"]
 
 
 def test_rendered_job_states_mm2s_defaults_and_the_job_reads_the_same_without_them(tmp_path):
@@ -155,3 +158,57 @@ def test_internal_topics_follow_the_separator_as_mm2s_policy_does():
     assert not internal("x.checkpoints.internal", underscore)  # a plain topic for MM2 with separator "_"
     assert internal("x.checkpoints.internal", dot) and internal("__consumer_offsets", underscore)
     assert internal(".hidden", underscore)
+
+
+@pytest.mark.parametrize("policy_kind,separator,location", CASES)
+def test_upstream_topic_is_the_policys_naming_backwards(tmp_path, policy_kind, separator, location):
+    flow, _job_flow = flows(tmp_path, policy_kind, separator, location)
+    for name in topic_names(separator):
+        assert flow.source_topic(flow.target_topic(name)) == name
+    identity = policy_kind == "identity"
+    assert policy.upstream_topic("primary", f"dr{separator}orders", identity=identity, separator=separator) == (
+        f"dr{separator}orders" if identity else None)  # default policy: came from dr, not from primary
+    assert flow.source_topic("orders") == ("orders" if identity else None)
+
+
+def test_upstream_topic_reads_only_the_flows_source_and_separator():
+    assert policy.upstream_topic("primary", "primary.orders", identity=False) == "orders"
+    assert policy.upstream_topic("primary", "primary.dr.orders", identity=False) == "dr.orders"
+    assert policy.upstream_topic("primary", "primary_orders", identity=False) is None
+    assert policy.upstream_topic("primary", "primary_orders", identity=False, separator="_") == "orders"
+    assert policy.upstream_topic("primary", "primaryorders", identity=False) is None
+    assert policy.upstream_topic("primary", "anything", identity=True) == "anything"
+
+
+def test_mm2_translates_by_the_latest_sync_at_or_below_and_rounds_up():
+    syncs = [(0, 10), (100, 110), (199, 209)]
+    assert offsets.translate(syncs, 100) == 110  # exact hit: the sync's downstream offset
+    assert offsets.translate(syncs, 150) == 111  # past it: one past (a consumer may re-read, never skip)
+    assert offsets.translate(syncs, 200) == 210
+    assert offsets.translate(syncs, 0) == 10
+    assert offsets.translate([(5, 5)], 4) is None and offsets.translate([], 4) is None
+    assert offsets.latest_sync([(10, 12), (10, 15), (20, 30)], 10) == (10, 15)  # of equal upstreams, the last
+
+
+def test_syncs_after_a_log_went_backwards_replace_the_older_ones():
+    written = [(0, 0), (10, 10), (20, 20), (5, 0), (8, 3), (8, 3)]  # upstream went back: topic recreated
+    assert offsets.current_syncs(written) == [(5, 0), (8, 3)]
+    assert offsets.current_syncs([(0, 0), (10, 10), (12, 4)]) == [(12, 4)]  # downstream truncated
+    assert offsets.current_syncs([(3, 4), (1, 2)]) == [(1, 2)] and offsets.current_syncs([]) == []
+    assert offsets.went_backwards((10, 10), (10, 9)) and not offsets.went_backwards((10, 10), (10, 10))
+
+
+WRITTEN = [(0, 0), (1, 1), (4, 2), (4, 3), (9, 8), (30, 20), (31, 21), (3, 0), (3, 1), (7, 5), (7, 5), (50, 60)]
+
+
+def test_the_spark_job_and_the_playbooks_translate_alike():
+    # The job keeps syncs as they arrive (OffsetSyncStore), the playbooks read the topic whole
+    # (current_syncs + nearest_sync): the same rule gives every consumer position the same offset.
+    store = OffsetSyncStore(max_per_partition=1000)
+    for n in range(1, len(WRITTEN) + 1):
+        store.add(OffsetSync("t", 0, *WRITTEN[n - 1]))
+        current = offsets.current_syncs(WRITTEN[:n])
+        for committed in range(-1, 60):
+            job = store.translate("t", 0, committed)
+            assert job == offsets.translate(current, committed)
+            assert job == mm2_translation(nearest_sync(current, committed), committed)

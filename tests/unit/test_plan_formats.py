@@ -16,6 +16,8 @@ from mm2spec.spec.compile import compile_spec
 from mm2spec.spec.document import parse
 from mm2spec.live.types import LiveTopic
 from mm2spec.spec.model import AclBinding
+from mm2spec.engines.connect import ConnectEngine
+from mm2spec.engines.spark import deployment_changes
 from mm2spec.plan.build import build_plan
 from mm2spec.plan.formats import mask, to_json, to_markdown, to_text
 from mm2spec.spec.validate import resolve, validate
@@ -101,7 +103,8 @@ def scenario():
     live["primary-to-dr-MirrorSourceConnector"]["source.cluster.sasl.jaas.config"] = (
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="leaked-pw";')
     admins = {"primary": primary, "dr": dr}
-    plan = build_plan(state, lambda alias: admins[alias], connect=FakeConnect(live), failover_states=NO_FAILOVER)
+    plan = build_plan(state, lambda alias: admins[alias], deployment=ConnectEngine(state, client=FakeConnect(live)).plan_changes,
+                      failover_states=NO_FAILOVER)
     return plan, admins
 
 
@@ -184,7 +187,8 @@ def test_spark_deployment_drift():
     admins = {"primary": FakeAdmin(authorizer=False), "dr": FakeAdmin(authorizer=False)}
 
     def spark_changes(deployed):
-        plan = build_plan(state, admins.__getitem__, spark_deployed=lambda _state: deployed, failover_states=NO_FAILOVER)
+        plan = build_plan(state, admins.__getitem__, failover_states=NO_FAILOVER,
+                          deployment=lambda stopped: (deployment_changes(state, deployed, stopped), []))
         return [c for c in plan.changes if c.kind == "spark-deployment"]
 
     from mm2spec.render import spark_job_config
@@ -210,7 +214,7 @@ def test_a_failed_over_flow_keeps_its_mirror_stopped_and_says_so():
     state = compile_spec(resolve(root, "dev"), "dev", "payments-dr.yaml")
     admins = {"primary": FakeAdmin(authorizer=False), "dr": FakeAdmin(authorizer=False)}
     failed = FailoverState("primary-to-dr", "failed-over", "planned", "primary", "dr", 1_700_000_000_000, 1_700_000_005_000)
-    plan = build_plan(state, admins.__getitem__, spark_deployed=lambda _state: None,
+    plan = build_plan(state, admins.__getitem__, deployment=lambda stopped: (deployment_changes(state, None, stopped), []),
                       failover_states=lambda _state: {"primary-to-dr": failed})
     [spark] = [c for c in plan.changes if c.kind == "spark-deployment"]
     assert spark.action == "no-op" and "failover" in spark.detail

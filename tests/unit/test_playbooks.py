@@ -15,10 +15,11 @@ from mm2spec.errors import PlaybookInvalid
 from mm2spec.live.types import Record
 from mm2spec.ops.modules.catalogue import CATALOGUE
 from mm2spec.ops.playbooks.context import Context, Options, parse_limit
-from mm2spec.ops.playbooks.module import Module
+from mm2spec.ops.playbooks.module import Module, report_sections
 from mm2spec.ops.playbooks.playbook import Playbook, Task, condition_problem, evaluate, load_playbook, playbook_schema
 from mm2spec.ops.playbooks.report import Outcome, RunReport, TaskResult, render
 from mm2spec.ops.playbooks.runner import run
+from mm2spec.ops.modules.sections import TRANSLATIONS
 from mm2spec.ops.modules.translate import Anchor, Translation, align, mm2_translation, nearest_sync
 from mm2spec.spec.document import Position
 from mm2spec.spec.load import load_desired_state
@@ -72,8 +73,10 @@ def test_every_problem_of_a_playbook_is_reported_with_its_place(tmp_path, capsys
     expected = [
         f"{bad}:2:1: /colour: unknown field 'colour'",
         f"{bad}:5:5: /tasks/0/mirror.stp: unknown module 'mirror.stp' (did you mean 'mirror.stop'?)",
-        f"{bad}:7:5: /tasks/1/offsets.commit: offsets.commit uses the result of offsets.translate: put a offsets.translate task before it",
-        f"{bad}:9:38: /tasks/2/mirror.wait_caught_up/timeout: mirror.wait_caught_up: -3 is less than or equal to the minimum of 0",
+        f"{bad}:7:5: /tasks/1/offsets.commit: offsets.commit uses the result of offsets.translate: "
+        "put a offsets.translate task before it",
+        f"{bad}:9:38: /tasks/2/mirror.wait_caught_up/timeout: mirror.wait_caught_up: "
+        "-3 is less than or equal to the minimum of 0",
         "Additional properties are not allowed ('forever' was unexpected) (its arguments: timeout)",
         f"{bad}:10:11: /tasks/2/when: when: unknown variable 'sourc_gone'",
         f"{bad}:12:19: /tasks/3/state.record: state.record: 'phase' is a required property",
@@ -252,18 +255,22 @@ def _report() -> RunReport:
                    [Outcome("ok", "local", "primary-to-dr: Spark job running (pid 42)", flow="primary-to-dr")]),
         TaskResult("Fence the clients' writes on the source", "acls.fence", "skipped", 0.0, reason="when: planned and fence"),
         TaskResult("Stop the mirror", "mirror.stop", "changed", 1.5,
-                   [Outcome("changed", "local", "stopped the Spark job (primary-to-dr)", (("Spark job", "running", "stopped"),))]),
+                   [Outcome("changed", "local", "stopped the Spark job (primary-to-dr)",
+                            (("Spark job", "running", "stopped"),))]),
         TaskResult("Translate every group's offsets", "offsets.translate", "ok", 0.7,
                    [Outcome("ok", "primary", "primary-to-dr: 1 groups, 2 partitions translated (exact); 0 skipped, 0 re-read")]),
         TaskResult("Commit the offsets on DR", "offsets.commit", "changed", 0.2,
                    [Outcome("changed", "dr", "orders-service: committed 2 partitions",
-                            (("orders-service orders-0", "-", "1208"), ("orders-service orders-1", "990", "1107")))]),
+                            (("orders-service orders-0", "-", "1208"), ("orders-service orders-1", "990", "1107")))],
+                   ends_rto=True),
         TaskResult("Verify the result", "verify.failover", "not run", 0.0, reason="an earlier task failed"),
     ]
-    report.translations = [
+    facts = {TRANSLATIONS: [
         Translation("orders-service", "orders", 0, "orders", 1200, 1208, "exact", mm2_offset=1201, mm2_reread=7, verified=True),
         Translation("orders-service", "orders", 1, "orders", 1100, 1107, "exact", mm2_offset=1105, mm2_reread=2, verified=True),
-    ]
+    ]}
+    # What the runner does at the end of a run: every section of the catalogue, collected from the facts.
+    report.sections = [(s, s.collect(facts)) for s in report_sections(CATALOGUE.values())]
     return report
 
 

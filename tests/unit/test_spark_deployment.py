@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
-from mm2spec.cli import mirror as mirror_cli  # noqa: E402
-from mm2spec.runtime import deployment as mirror  # noqa: E402
-from mm2spark.metrics import BatchReport, MirrorMetrics, TopicBatch, progress_line  # noqa: E402
+from mm2spec.cli import mirror as mirror_cli
+from mm2spec.runtime import deployment as mirror
+from mm2spark.metrics import BatchReport, MirrorMetrics, TopicBatch, progress_line
 
 
 def test_mirror_command_registers_with_a_handler():

@@ -12,10 +12,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 
-from mm2spark.eos import DEFAULT_TRANSACTION_TIMEOUT_MS, EosWriterSettings, TransactionTimeouts  # noqa: E402
-from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
-from mm2spec.errors import JobConfigError, Mm2specError, RecordMalformed  # noqa: E402
-from mm2spec.spec.load import load_desired_state  # noqa: E402
+from mm2spark.eos import DEFAULT_TRANSACTION_TIMEOUT_MS, EosWriterSettings, TransactionTimeouts
+from mm2spark.records import Checkpoint, OffsetSync
+from mm2spec.errors import JobConfigError, Mm2specError, RecordMalformed
+from mm2spec.spec.load import load_desired_state
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -66,7 +66,8 @@ def test_render_shape_parses_with_mm2_key_names():
 
 
 def test_sasl_password_comes_from_the_environment_and_never_shows():
-    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="${env:PRIMARY_MM2_PASSWORD}";'
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="mm2" password="${env:PRIMARY_MM2_PASSWORD}";')
     data = job(**{"source.cluster.security.protocol": "SASL_PLAINTEXT", "source.cluster.sasl.mechanism": "SCRAM-SHA-512",
                   "source.cluster.sasl.jaas.config": jaas})
     flow = parse_job_config(data, environ={"PRIMARY_MM2_PASSWORD": "s3cr3t-value"}).flows[0]

@@ -29,11 +29,10 @@ from mm2spec.live.traffic import DRILL_HEADER, ProbeGroup, ProbeLoad, drill_seq
 from mm2spec.ops.playbooks.context import Context, Options
 from mm2spec.ops.drill.checks import Move, drill_records, duplicates, missing, probe_moves
 from mm2spec.ops.modules.catalogue import CATALOGUE
+from mm2spec.ops.modules.sections import TRANSLATIONS, totals
 from mm2spec.ops.playbooks.playbook import load_playbook
 from mm2spec.ops.playbooks.report import RunReport
 from mm2spec.ops.playbooks.runner import Listener, run
-from mm2spec.ops.modules.topology import source_topic_of
-from mm2spec.plan.desired import mirrored_groups, mirrored_topics
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
 DRILL_FORMAT_VERSION = 1
@@ -124,7 +123,7 @@ def _probe_names(flow: MirrorFlow, kind: str, given: tuple[str, ...]) -> tuple[s
     """The probe ``kind`` ("topic" or "group") names for a flow: those given that it mirrors (or
     checkpoints), or one named from its patterns; refused, naming the option, when none fits."""
     topics = kind == "topic"
-    patterns, select = (flow.topics, mirrored_topics) if topics else (flow.groups, mirrored_groups)
+    patterns, select = (flow.topics, flow.mirrored_topics) if topics else (flow.groups, flow.mirrored_groups)
     verb, shown = ("mirror" if topics else "checkpoint"), ", ".join(p.text for p in patterns)
     if not given:
         name = _default_name(patterns)
@@ -132,7 +131,7 @@ def _probe_names(flow: MirrorFlow, kind: str, given: tuple[str, ...]) -> tuple[s
             raise OperationRefused(f"flow {flow.name}: no probe {kind} name follows from its {kind}s ({shown}); the "
                                    f"drill uses only probe {kind}s the flow {verb}s: pick one with --probe-{kind} NAME")
         given = (name,)
-    chosen = tuple(select(flow, list(given)))
+    chosen = tuple(select(list(given)))
     if not chosen:
         raise OperationRefused(f"flow {flow.name} does not {verb} the probe {kind} {', '.join(given)} (its {kind}s: "
                                f"{shown}, minus its excludes): pick one it {verb}s with --probe-{kind} NAME")
@@ -469,8 +468,8 @@ class Drill:
         if lost:
             raise OperationRefused(f"{lost} records acknowledged on {old} are not on {new} after the {name} "
                                    f"(RPO {seconds:.1f}s): a planned switch must lose nothing")
-        totals = report.totals()
-        return (f"{totals['groups']} groups, {totals['partitions']} partitions translated; "
+        translated = totals(report.section(TRANSLATIONS) or [])
+        return (f"{translated['groups']} groups, {translated['partitions']} partitions translated; "
                 f"{self.load.written.get(old).count if old in self.load.written else 0} records written on {old} "
                 f"all on {new} (RPO 0)")
 
@@ -494,7 +493,7 @@ class Drill:
         offsets = GroupOffsets(self.spec.cluster(old), self.secrets)
         names, moves = offsets.groups(), []
         for flow in self.plan.flows:
-            chosen = [g for g in mirrored_groups(flow, names) if ctx.group_selected(g)]
+            chosen = [g for g in flow.mirrored_groups(names) if ctx.group_selected(g)]
             for group, state in sorted(offsets.describe(chosen).items()):
                 for topic, partition in sorted(state.offsets):
                     moved = _moved_name(flow, topic, forward)
@@ -569,8 +568,8 @@ class Drill:
 
 def _moved_name(flow: MirrorFlow, topic: str, forward: bool) -> str | None:
     """A mirrored topic's name on the other cluster (forward: source -> target), None if not mirrored."""
-    source = topic if forward else source_topic_of(flow, topic)
-    if source is None or not mirrored_topics(flow, [source]):
+    source = topic if forward else flow.source_topic(topic)
+    if source is None or not flow.mirrored_topics([source]):
         return None
     return flow.target_topic(source) if forward else source
 

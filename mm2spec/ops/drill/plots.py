@@ -91,7 +91,7 @@ def timeline(data: dict) -> bytes:
         rows += [(f"   {t['task'][:48]}", t["start"], t["seconds"], t["status"]) for t in phase["tasks"]
                  if phase["name"] in SPAN_COLOURS]
     fig, ax = plt.subplots(figsize=(SIZE[0], max(3.0, 0.32 * len(rows) + 1)))
-    for y, (label, start, length, status) in enumerate(rows):
+    for y, (_label, start, length, status) in enumerate(rows):
         ax.broken_barh([(start, max(length, 0.05))], (y - 0.4, 0.8), color=STATUS_COLOURS.get(status, "#888888"))
         ax.text(start + max(length, 0.05), y, f" {length:.1f}s", va="center", fontsize="x-small")
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize="small")

@@ -2,6 +2,8 @@
 
 - ``catalogue``: every module by name (what the playbook engine is given)
 - ``mirror``, ``offsets``, ``acls``, ``state``, ``failback``, ``verify``: the module families
-- ``translate``: the exact offset walk; ``reverse``: the failback's copy back
+- ``translate``: the exact offset walk
+- ``sections``: what the offset modules add to the report (translations and totals, the RPO)
+- ``reverse``: the failback's copy back
 - ``topology``: what a flow mirrors now (partitions, groups, syncs, checkpoints)
 """

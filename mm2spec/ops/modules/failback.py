@@ -19,30 +19,26 @@ running it again, and a finished one (no record left) changes nothing.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Mapping
 
+from mm2spec.engines import START_TIMEOUT_S
 from mm2spec.errors import MirrorError, OperationRefused
-from mm2spec.live.dr_state import STATE_TOPIC, clear_state, write_state
+from mm2spec.live.dr_state import STATE_TOPIC, clear_state, read_flow_states, write_state
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.live.types import FailoverState
 from mm2spec.live.writer import RecordWriter
-from mm2spec.mm2 import spark_eos
 from mm2spec.mm2.records import OffsetSync
 from mm2spec.ops.modules import mirror, reverse
 from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
 from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
-from mm2spec.ops.modules.offsets import TRANSLATIONS, Windows, commit_translations, exact_translation
+from mm2spec.ops.modules.offsets import Windows, commit_translations, exact_translation
+from mm2spec.ops.modules.sections import TRANSLATIONS, TRANSLATIONS_SECTION
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.reverse import BackPartition
 from mm2spec.ops.modules.topology import MirroredPartition, offset_syncs, partitions
 from mm2spec.ops.modules.translate import Anchor, Translation, align
-from mm2spec.plan.build import read_failover_states
-from mm2spec.plan.desired import mirrored_groups
-from mm2spec.runtime import deployment
 from mm2spec.spec.model import MirrorFlow
 
 STRANDED = "stranded"
@@ -57,8 +53,6 @@ CHOICES = ("keep", "rebuild")
 CAUGHT_UP_RECORDS = 1000
 # Passes before the fence: each copies what arrived during the previous one.
 MAX_PASSES = 10
-# The forward Spark job is started and this long is allowed for its queries to run.
-START_TIMEOUT_S = 300.0
 
 
 # ------------------------------------------------------------------------------------ state
@@ -159,8 +153,8 @@ def stranded(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         detail = ", ".join(f"{t}-{p}: {n}" for (t, p), n in sorted(counts.items())[:20])
         if broken and choice != "rebuild":
             raise OperationRefused(f"{flow.name}: {', '.join(sorted(broken))} on {flow.source} is gone or holds fewer "
-                                   "records than at the switch, or other ones (deleted or recreated): --stranded=rebuild recreates "
-                                   "it from DR; nothing was changed")
+                                   "records than at the switch, or other ones (deleted or recreated): --stranded=rebuild "
+                                   "recreates it from DR; nothing was changed")
         if total and choice is None:
             raise OperationRefused(
                 f"{flow.name}: {total} records on {flow.source} never reached DR ({detail}); nothing was changed. "
@@ -347,7 +341,7 @@ def _copy_outcome(ctx: Context, flow: MirrorFlow, results: list, behind: int, fi
 # -------------------------------------------------------------------------------- translate
 def _dr_groups(ctx: Context, flow: MirrorFlow) -> list[str]:
     names = ctx.client(GroupOffsets, flow.target).groups()
-    return [g for g in mirrored_groups(flow, names) if ctx.group_selected(g)]
+    return [g for g in flow.mirrored_groups(names) if ctx.group_selected(g)]
 
 
 def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
@@ -485,18 +479,23 @@ def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
             or _nothing(ctx)
     flows = [f for f, _s in todo]
     starts = {f.name: _forward_start(ctx, f) for f in flows}
-    diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {s[0]}") for f in flows
-                 for (t, p), s in sorted(starts[f.name].items())[:20])
     if ctx.options.check:
-        return [Outcome("changed", mirror.SPARK if ctx.spec.engine == "spark" else f.target,
+        diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {s[0]}") for f in flows
+                     for (t, p), s in sorted(starts[f.name].items())[:20])
+        return [Outcome("changed", ctx.engine.location(f),
                         f"{f.name}: would restart the forward mirror from {flow_end(starts[f.name])}", diff, flow=f.name)
                 for f in flows]
     for flow in flows:
         _write_forward_syncs(ctx, flow, starts[flow.name])
-    if ctx.spec.engine == "spark":
-        outcomes = [_restart_spark(ctx, flows, starts, float(args.get("timeout", START_TIMEOUT_S)), diff)]
-    else:
-        outcomes = [_restart_connect(ctx, flow, starts[flow.name]) for flow in flows]
+    others: list[str] = []
+    if ctx.engine.shared_by_flows:  # one deployment runs every flow: it starts only once none is failed over
+        recorded = read_flow_states(ctx.spec, secrets=ctx.secrets)
+        others = [f.name for f in ctx.spec.mirrors if f not in flows and f.name in recorded]
+    offsets = {f.name: {key: source_end for key, (source_end, _dr_topic, _dr_end) in starts[f.name].items()}
+               for f in flows}
+    actions = ctx.engine.start_from(flows, offsets, others_failed_over=others,
+                                    timeout=float(args.get("timeout", START_TIMEOUT_S)))
+    outcomes = [mirror.outcome(a) for a in actions]
     for flow, state in todo:
         write_state(ctx.spec.cluster(flow.target), replace(state, restarted=True), ctx.secrets)
     ctx.failover_states(refresh=True)
@@ -505,68 +504,6 @@ def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
 
 def flow_end(start: Mapping) -> str:
     return f"the source's end ({sum(s[0] for s in start.values())} records over {len(start)} partitions)"
-
-
-def _restart_spark(ctx: Context, flows: list[MirrorFlow], starts: Mapping, timeout: float, diff: tuple) -> Outcome:
-    from mm2spec.render import spark_job_config
-
-    recorded = read_failover_states(ctx.spec)
-    others = [f.name for f in ctx.spec.mirrors if f not in flows and f.name in recorded]
-    job = spark_job_config(ctx.spec)
-    checkpoints = _checkpoint_root(job)
-    deployment.stop(ctx.spark_state_dir)  # never reset a checkpoint under a running query
-    for flow in flows:
-        _reset_spark_flow(ctx, flow, job, checkpoints, starts[flow.name])
-    if others:
-        return Outcome("changed", mirror.SPARK, f"reset {', '.join(f.name for f in flows)} to start from the source's "
-                       f"end; not started: {', '.join(others)} still failed over and the Spark job runs every flow "
-                       "(fail those back, or start it with mm2spec mirror)", diff)
-    started = deployment.start(job, state_dir=ctx.spark_state_dir, wait_running=timeout)
-    return Outcome("changed", mirror.SPARK, f"restarted the Spark job from the source's end (pid {started.pid})", diff)
-
-
-def _checkpoint_root(job: Mapping) -> Path:
-    location = str((job.get("spark") or {}).get("checkpoint.location", ""))
-    if "://" in location and not location.startswith("file://"):
-        raise OperationRefused(f"the Spark checkpoint location {location} is not a local folder: move each failed-back "
-                               "flow's checkpoint folder aside yourself, then re-run")
-    return Path(location.removeprefix("file://")).resolve()
-
-
-def _reset_spark_flow(ctx: Context, flow: MirrorFlow, job: Mapping, root: Path, start: Mapping) -> None:
-    """Set the flow's query aside and leave it a start position: the job reads
-    ``<checkpoint>/<flow>.start-offsets.json`` when the flow has no checkpoint of its own."""
-    folder = root / flow.name
-    if folder.exists():
-        folder.rename(root / f"{flow.name}.before-failback-{int(ctx.clock())}")
-    offsets: dict[str, dict[str, int]] = {}
-    for (topic, partition), (source_end, _t, _d) in start.items():
-        offsets.setdefault(topic, {})[str(partition)] = source_end
-    root.mkdir(parents=True, exist_ok=True)
-    target = root / f"{flow.name}.start-offsets.json"
-    target.with_suffix(".tmp").write_text(json.dumps(offsets, sort_keys=True))
-    target.with_suffix(".tmp").replace(target)
-    if flow.exactly_once:
-        group = spark_eos.progress_group(str(job.get("name") or "mirror"), flow.name)
-        ctx.client(GroupOffsets, flow.target).delete_offsets(group, [(d, p) for (_t, p), (_s, d, _e) in start.items()])
-
-
-def _restart_connect(ctx: Context, flow: MirrorFlow, start: Mapping) -> Outcome:
-    """MM2's source connector keeps, per partition, the last source offset it copied: set it to
-    one before the source's end, then resume the flow's connectors."""
-    client = mirror.connect_client(ctx)
-    source_name = flow.connector_name("Source")
-    offsets = [{"partition": {"cluster": flow.source, "topic": t, "partition": p},
-                "offset": {"offset": s - 1} if s > 0 else None} for (t, p), (s, _d, _e) in sorted(start.items())]
-    client.alter_offsets(source_name, offsets)
-    names = mirror.connector_names(ctx, flow)
-    for name in names:
-        client.resume_connector(name)
-    mirror.wait_until(ctx, lambda: all(s == "RUNNING" for s in mirror.connector_states(ctx, flow).values()),
-                      START_TIMEOUT_S, lambda: f"waiting for {', '.join(names)} to run", f"{flow.name}: connectors did not start")
-    return Outcome("changed", flow.target, f"{flow.name}: set {source_name} to the source's end and resumed "
-                   f"{', '.join(names)}", tuple((f"{t}-{p}", "stopped", f"from {s}") for (t, p), (s, _d, _e) in
-                                                sorted(start.items())[:20]), flow=flow.name)
 
 
 def clear(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
@@ -596,9 +533,10 @@ MODULES = [
            arguments(timeout=TIMEOUT_ARG)),
     Module("failback.copy", "Copy DR's records written since the switch back to the source (the reverse flow).", copy,
            arguments(final=FINAL_ARG)),
-    Module("failback.translate", "Translate every group's DR offsets to the source, exactly.", translate),
+    Module("failback.translate", "Translate every group's DR offsets to the source, exactly.", translate,
+           sections=(TRANSLATIONS_SECTION,)),
     Module("failback.commit", "Commit the translated offsets on the source (inactive groups only, never backwards).",
-           commit, needs=("failback.translate",)),
+           commit, needs=("failback.translate",), ends_rto=True),
     Module("failback.restart_mirror", "Restart the forward mirror from the source's end (no record mirrored twice).",
            restart_mirror, arguments(timeout=TIMEOUT_ARG)),
     Module("failback.clear", "Clear the flows' failover records on DR.", clear),

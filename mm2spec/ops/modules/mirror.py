@@ -1,118 +1,50 @@
 """Modules ``mirror.status``, ``mirror.stop`` and ``mirror.wait_caught_up``: the data path, for
-either engine (the Spark job's driver on this machine, or MM2's connectors on Connect)."""
+either engine (``ctx.engine``: the Spark job's driver on this machine, or MM2's connectors on Connect)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any, Mapping
 
-from mm2spec.errors import MirrorError, OperationRefused
-from mm2spec.live.connect import ConnectClient
+from mm2spec.engines import Action, wait_for
+from mm2spec.errors import OperationRefused
 from mm2spec.live.records import RecordReader
 from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
 from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.topology import MirroredPartition, partitions
-from mm2spec.runtime import deployment
 from mm2spec.spec.model import MirrorFlow
-
-# How often a wait re-reads the clusters: a drain of a few hundred records takes about a second,
-# and each poll reads one record per partition on each side.
-POLL_S = 0.5
-SPARK = "local"
-"""The recap's name for this machine, where the Spark job's driver runs."""
-
-
-def connector_names(ctx: Context, flow: MirrorFlow) -> list[str]:
-    names = [flow.connector_name("Source")]
-    if flow.groups:
-        names.append(flow.connector_name("Checkpoint"))
-    if flow.heartbeats:
-        names.append(flow.connector_name("Heartbeat"))
-    return names
-
-
-def connect_client(ctx: Context) -> ConnectClient:
-    if not ctx.connect_url:
-        raise OperationRefused("engine connect: connect.restUrl is not set in the spec; pass --connect-url URL")
-    return ConnectClient(ctx.connect_url)
-
-
-def connector_states(ctx: Context, flow: MirrorFlow) -> dict[str, str]:
-    """Per connector of the flow: RUNNING, PAUSED, STOPPED, FAILED, or ABSENT; a task that is not
-    RUNNING shows as ``<state> (task N <state>)``."""
-    client, found = connect_client(ctx), {}
-    for name in connector_names(ctx, flow):
-        status = client.connector_status(name)
-        if status is None:
-            found[name] = "ABSENT"
-            continue
-        state = status["connector"]["state"]
-        bad = [f"task {t['id']} {t['state']}" for t in status.get("tasks", []) if t["state"] != "RUNNING"]
-        found[name] = f"{state} ({', '.join(bad)})" if bad and state == "RUNNING" else state
-    return found
 
 
 def running(ctx: Context, flow: MirrorFlow) -> tuple[bool, str]:
     """Whether the flow's mirror runs, and what was seen."""
-    if ctx.spec.engine == "spark":
-        status = deployment.status(ctx.spark_state_dir)
-        return status.running, f"Spark job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
-    states = connector_states(ctx, flow)
-    return all(s == "RUNNING" for s in states.values()), ", ".join(f"{n} {s}" for n, s in states.items())
+    found = ctx.engine.running(flow)
+    return found.up, found.seen
 
 
-def _where(ctx: Context, flow: MirrorFlow) -> str:
-    return SPARK if ctx.spec.engine == "spark" else flow.target
+def outcome(action: Action) -> Outcome:
+    """What the engine did, as this task's outcome."""
+    return Outcome("changed" if action.changed else "ok", action.where, action.summary, action.diff, flow=action.flow)
 
 
 def status(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     outcomes = []
     for flow in ctx.flows:
         up, seen = running(ctx, flow)
-        outcomes.append(Outcome("ok", _where(ctx, flow), f"{flow.name}: {'running' if up else 'not running'}: {seen}",
-                                flow=flow.name))
+        outcomes.append(Outcome("ok", ctx.engine.location(flow), f"{flow.name}: {'running' if up else 'not running'}: "
+                                f"{seen}", flow=flow.name))
     return outcomes
 
 
 def stop(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     """Stop each flow's mirror; ok when it is already stopped (idempotent)."""
-    outcomes, timeout = [], float(args.get("timeout", DEFAULT_WAIT_S))
-    if ctx.spec.engine == "spark":
-        up, seen = running(ctx, ctx.flows[0]) if ctx.flows else (False, "")
-        if not up:
-            return [Outcome("ok", SPARK, f"already stopped ({seen})")]
-        if not ctx.options.check:
-            ctx.progress("stopping the Spark job (SIGTERM, then SIGKILL after the grace period)")
-            deployment.stop(ctx.spark_state_dir)
-        return [Outcome("changed", SPARK, f"{'would stop' if ctx.options.check else 'stopped'} the Spark job "
-                        f"({', '.join(f.name for f in ctx.flows)})", (("Spark job", "running", "stopped"),))]
-    client = connect_client(ctx)
-    for flow in ctx.flows:
-        states = connector_states(ctx, flow)
-        to_stop = [n for n, s in states.items() if s not in ("STOPPED", "ABSENT")]
-        diff = tuple((n, states[n], "STOPPED") for n in to_stop)
-        if not to_stop:
-            outcomes.append(Outcome("ok", flow.target, f"{flow.name}: connectors already stopped", flow=flow.name))
-            continue
-        if not ctx.options.check:
-            for name in to_stop:
-                client.stop_connector(name)
-            wait_until(ctx, lambda: all(s in ("STOPPED", "ABSENT") for s in connector_states(ctx, flow).values()), timeout,
-                  lambda: f"waiting for {', '.join(to_stop)} to stop", f"{flow.name}: connectors did not stop")
-        outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {'would stop' if ctx.options.check else 'stopped'} "
-                                f"{', '.join(to_stop)}", diff, flow=flow.name))
-    return outcomes
+    actions = ctx.engine.stop(ctx.flows, check=ctx.options.check, timeout=float(args.get("timeout", DEFAULT_WAIT_S)))
+    return [outcome(a) for a in actions]
 
 
 def wait_until(ctx: Context, done, timeout: float, describe, failure: str) -> None:
-    deadline = time.monotonic() + timeout
-    start = time.monotonic()
-    while not done():
-        if time.monotonic() > deadline:
-            raise MirrorError(f"{failure} within {timeout:.0f}s")
-        ctx.progress(f"{describe()} ({time.monotonic() - start:.0f}s)")
-        time.sleep(POLL_S)
+    """Poll ``done`` until it holds, showing ``describe()``; MirrorError after ``timeout`` seconds."""
+    wait_for(done, timeout, describe, failure, ctx.progress)
 
 
 def behind(ctx: Context, flow: MirrorFlow, parts: list[MirroredPartition]) -> list[MirroredPartition]:

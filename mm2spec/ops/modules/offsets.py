@@ -16,17 +16,15 @@ from mm2spec.live.types import Record
 from mm2spec.ops.playbooks.context import Context
 from mm2spec.ops.playbooks.module import Module, arguments
 from mm2spec.ops.playbooks.report import Outcome
-from mm2spec.ops.modules.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions, source_topic_of
+from mm2spec.ops.modules.sections import RPO, RPO_SECTION, TRANSLATIONS, TRANSLATIONS_SECTION
+from mm2spec.ops.modules.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions
 from mm2spec.ops.modules.translate import (
     REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, merged, mm2_translation, nearest_sync,
 )
 from mm2spec.spec.model import MirrorFlow
 
-TRANSLATIONS = "translations"
-"""The fact ``offsets.translate`` leaves for ``offsets.commit`` and the report."""
 BY_FLOW = "translations by flow"
-RPO = "rpo"
-"""Unplanned failover: the last mirrored record per DR partition, for the report."""
+"""The same translations by flow name, for ``offsets.commit`` and ``verify.failover``."""
 # A walk first reads this many DR records past the span the source window implies (room for
 # at-least-once duplicates and transaction markers), then doubles until it is complete.
 WALK_SLACK = REPLAY_HORIZON + 64
@@ -143,7 +141,7 @@ def _unplanned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
     syncs = offset_syncs(ctx, flow) if flow.offset_syncs_cluster == flow.target else {}
     found = []
     for (group, target_topic, partition), cp in sorted(checkpoints(ctx, flow).items()):
-        topic = source_topic_of(flow, target_topic)
+        topic = flow.source_topic(target_topic)
         if topic is None or not ctx.group_selected(group):
             continue
         anchor = nearest_sync(syncs.get((topic, partition), []), cp.upstream_offset)
@@ -269,7 +267,7 @@ def _commit_group(ctx: Context, flow: MirrorFlow, cluster: str, client: GroupOff
 
 MODULES = [
     Module("offsets.translate", "Translate every selected group's source offsets to DR (exact when the source answers).",
-           translate),
+           translate, sections=(TRANSLATIONS_SECTION, RPO_SECTION)),
     Module("offsets.commit", "Commit the translated offsets on DR (inactive groups only, never backwards).", commit,
-           arguments(), needs=("offsets.translate",)),
+           arguments(), needs=("offsets.translate",), ends_rto=True),
 ]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mm2spec.live.records import GroupOffsets
+from mm2spec.live.records import GroupOffsets, RecordReader
+from mm2spec.mm2.offsets import Sync, current_syncs
 from mm2spec.mm2.records import Checkpoint, OffsetSync
-from mm2spec.live.records import RecordReader
 from mm2spec.ops.playbooks.context import Context
-from mm2spec.plan.desired import mirrored_groups, mirrored_topics
 from mm2spec.spec.model import MirrorFlow
 
 
@@ -20,35 +19,28 @@ class MirroredPartition:
     target_topic: str
 
 
-def source_topic_of(flow: MirrorFlow, target_topic: str) -> str | None:
-    """The source topic a DR topic mirrors (the replication policy backwards), or None."""
-    if flow.replication_policy == "identity":
-        return target_topic
-    prefix = f"{flow.source}{flow.separator}"
-    return target_topic[len(prefix):] if target_topic.startswith(prefix) else None
-
-
 def partitions(ctx: Context, flow: MirrorFlow) -> list[MirroredPartition]:
     """Every mirrored partition: from the source's topics, or (source unreachable) from DR's."""
     if ctx.options.source_unreachable:
         live = ctx.admin(flow.target).topics(with_configs=False)
-        by_source = {source_topic_of(flow, name): t for name, t in live.items()}
-        selected = mirrored_topics(flow, [n for n in by_source if n])
+        by_source = {flow.source_topic(name): t for name, t in live.items()}
+        selected = flow.mirrored_topics([n for n in by_source if n])
         return [MirroredPartition(s, p, by_source[s].name) for s in selected for p in range(by_source[s].partitions)]
     live = ctx.admin(flow.source).topics(with_configs=False)
     return [MirroredPartition(name, p, flow.target_topic(name))
-            for name in mirrored_topics(flow, live) for p in range(live[name].partitions)]
+            for name in flow.mirrored_topics(live) for p in range(live[name].partitions)]
 
 
 def groups(ctx: Context, flow: MirrorFlow) -> list[str]:
     """The flow's groups on the source that ``--limit group=`` lets through."""
     names = ctx.client(GroupOffsets, flow.source).groups()
-    return [g for g in mirrored_groups(flow, names) if ctx.group_selected(g)]
+    return [g for g in flow.mirrored_groups(names) if ctx.group_selected(g)]
 
 
-def offset_syncs(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], list[tuple[int, int]]]:
-    """Every offset sync of the flow, per source partition, sorted (the topic is read whole)."""
-    found: dict[tuple[str, int], list[tuple[int, int]]] = {}
+def offset_syncs(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], list[Sync]]:
+    """The offset syncs MM2 still translates with (``current_syncs``), per source partition, sorted
+    (the topic is read whole)."""
+    found: dict[tuple[str, int], list[Sync]] = {}
     admin = ctx.admin(flow.offset_syncs_cluster)
     if not admin.topics([flow.offset_syncs_topic], with_configs=False):
         return found
@@ -56,19 +48,7 @@ def offset_syncs(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], list[t
     for record in reader.read_topic(flow.offset_syncs_topic):
         sync = OffsetSync.from_record(record.key, record.value)
         found.setdefault((sync.topic, sync.partition), []).append((sync.upstream_offset, sync.downstream_offset))
-    for key, syncs in found.items():
-        found[key] = _monotonic(syncs)
-    return found
-
-
-def _monotonic(syncs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Syncs in the order written, after the last time the log went backwards (a recreated topic),
-    sorted; as MM2's OffsetSyncStore keeps them."""
-    start = 0
-    for i in range(1, len(syncs)):
-        if syncs[i][0] < syncs[i - 1][0] or syncs[i][1] < syncs[i - 1][1]:
-            start = i
-    return sorted(set(syncs[start:]))
+    return {key: current_syncs(written) for key, written in found.items()}
 
 
 def checkpoints(ctx: Context, flow: MirrorFlow, with_age: bool = False) -> dict:

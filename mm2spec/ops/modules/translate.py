@@ -1,7 +1,7 @@
 """Exact offset translation: where on DR a group resumes so it reads the very next record.
 
 MM2 (``RemoteClusterUtils``, the checkpoint connector) maps a committed offset to the nearest
-offset sync at or below it and rounds up by one, so a group re-reads up to ``offset.lag.max``
+offset sync at or below it and rounds up by one (``mm2spec.mm2.offsets``), so a group re-reads up to ``offset.lag.max``
 records per partition. When the source answers we can do better: a mirror writes each source
 record once, in order, after the sync's record; so walk the records after the nearest sync on
 both clusters side by side, matching them by content (key, value, timestamp, headers), until the
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from mm2spec.live.types import Record
+from mm2spec.mm2 import offsets as offset_rule
 
 
 @dataclass(frozen=True)
@@ -34,17 +35,17 @@ class Anchor:
     from_sync: bool = True
 
 
-def nearest_sync(syncs: Sequence[tuple[int, int]], committed: int) -> Anchor | None:
-    """The latest sync (upstream, downstream) with upstream <= ``committed``; ``syncs`` sorted."""
-    i = bisect.bisect_right(syncs, (committed, float("inf"))) - 1
-    return Anchor(*syncs[i]) if i >= 0 else None
+def nearest_sync(syncs: Sequence[offset_rule.Sync], committed: int) -> Anchor | None:
+    """The anchor of MM2's latest sync at or below ``committed`` (``syncs`` sorted), or None."""
+    sync = offset_rule.latest_sync(syncs, committed)
+    return None if sync is None else Anchor(*sync)
 
 
 def mm2_translation(anchor: Anchor | None, committed: int) -> int | None:
-    """What MM2's OffsetSyncStore gives: the sync's downstream on an exact hit, else one past it."""
+    """What MM2's OffsetSyncStore gives from ``anchor``, a sync (not from the logs' starts)."""
     if anchor is None or not anchor.from_sync:
         return None
-    return anchor.downstream if anchor.upstream == committed else anchor.downstream + 1
+    return offset_rule.translated_offset((anchor.upstream, anchor.downstream), committed)
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,12 @@ def mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     outcomes = []
     for flow in ctx.flows:
         up, seen = running(ctx, flow)
-        where = "local" if ctx.spec.engine == "spark" else flow.target
+        where = ctx.engine.location(flow)
         if up == (expect == "running"):
             outcomes.append(Outcome("ok", where, f"{flow.name}: {seen}", flow=flow.name))
         elif expect == "running":
-            fix = ("start it: mm2spec mirror SPEC --env ENV --detach (or pulumi up with sparkRun)"
-                   if ctx.spec.engine == "spark" else "check the connectors' status and logs on Connect; restart failed tasks")
-            outcomes.append(Outcome("failed", where, f"{flow.name}: the mirror is not running ({seen}): {fix}", flow=flow.name))
+            outcomes.append(Outcome("failed", where, f"{flow.name}: the mirror is not running ({seen}): "
+                                    f"{ctx.engine.start_hint}", flow=flow.name))
         else:
             outcomes.append(Outcome("failed", where, f"{flow.name}: the mirror still runs after the failover ({seen}): "
                                     "stop it (mirror.stop) before clients write to DR", flow=flow.name))
@@ -108,8 +107,9 @@ def heartbeats(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         if not flow.heartbeats:
             outcomes.append(Outcome("skipped", flow.target, f"{flow.name}: heartbeats are off", flow=flow.name))
             continue
-        if ctx.spec.engine == "spark":
-            outcomes.append(Outcome("skipped", "local", f"{flow.name}: the Spark engine emits no heartbeats", flow=flow.name))
+        if not ctx.engine.emits_heartbeats:
+            outcomes.append(Outcome("skipped", ctx.engine.location(flow),
+                                    f"{flow.name}: the {ctx.engine.title} engine emits no heartbeats", flow=flow.name))
             continue
         if not ctx.admin(flow.target).topics([HEARTBEATS_TOPIC], with_configs=False):
             outcomes.append(Outcome("failed", flow.target, f"{flow.name}: no {HEARTBEATS_TOPIC} topic on {flow.target}: "
@@ -151,7 +151,8 @@ def checkpointed(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
                     stale.append(f"{group} {topic}-{partition} ({(_now_ms(ctx) - entry[1]) / 1000:.0f}s old)")
         if missing or stale:
             outcomes.append(Outcome("failed", flow.target, f"{flow.name}: " + "; ".join(
-                ([f"no checkpoint for {', '.join(missing[:5])}" + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")] if missing else [])
+                ([f"no checkpoint for {', '.join(missing[:5])}"
+                  + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")] if missing else [])
                 + ([f"stale checkpoints: {', '.join(stale[:5])}"] if stale else []))
                 + ": is the checkpoint emitter running (MirrorCheckpointConnector or the Spark job) and the group selected?",
                 flow=flow.name))

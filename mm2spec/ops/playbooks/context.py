@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from mm2spec.engines import Engine, engine_for
 from mm2spec.errors import ClusterUnreachable, OperationRefused
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, env_secrets
 from mm2spec.live.types import FailoverState
-from mm2spec.runtime.deployment import state_dir_of
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
 # How long a wait task (drain, stop) waits unless its ``timeout`` argument says otherwise.
@@ -83,6 +82,10 @@ class Context:
         self._admins: dict[str, KafkaAdmin] = {}
         self._clients: dict[tuple, Any] = {}
         self._states: dict[str, FailoverState] | None = None
+        self.engine: Engine = engine_for(spec, state_dir=options.state_dir, connect_url=options.connect_url,
+                                         client_for=self.client, progress=lambda text: self.progress(text),
+                                         clock=lambda: self.clock())
+        """The engine the spec names, with this run's clients, progress and clock."""
 
     def _select_flows(self) -> list[MirrorFlow]:
         names = [f.name for f in self.spec.mirrors]
@@ -114,24 +117,13 @@ class Context:
                 close()
         self._clients.clear()
 
-    @property
-    def spark_state_dir(self) -> Path:
-        return state_dir_of(self.spec.name, self.options.state_dir)
-
-    @property
-    def connect_url(self) -> str | None:
-        return self.options.connect_url or self.spec.connect.rest_url
-
     # -------------------------------------------------------------------------- DR state
     def failover_states(self, refresh: bool = False) -> dict[str, FailoverState]:
         """The recorded failover state of the selected flows (read from each target cluster)."""
-        from mm2spec.live.dr_state import read_states
+        from mm2spec.live.dr_state import read_flow_states
 
         if self._states is None or refresh:
-            found: dict[str, FailoverState] = {}
-            for target in sorted({f.target for f in self.flows}):
-                found.update(read_states(self.spec.cluster(target), self.spec.name, self.secrets))
-            self._states = {f.name: found[f.name] for f in self.flows if f.name in found}
+            self._states = read_flow_states(self.spec, self.flows, self.secrets)
         return self._states
 
     def variables(self) -> dict[str, Any]:

@@ -26,7 +26,8 @@ from typing import Any, Mapping
 import jsonschema
 
 from mm2spec.errors import PlaybookInvalid, SpecUnreadable
-from mm2spec.ops.playbooks.module import Module
+from mm2spec.ops.playbooks.module import Module, report_sections
+from mm2spec.ops.playbooks.report import ReportSection
 from mm2spec.resources import playbook_dir, playbook_path
 from mm2spec.spec.document import Mapping as MapNode, Node, Position, Scalar, Sequence as SeqNode, load_file, locate, to_plain
 from mm2spec.spec.validate import Diagnostic
@@ -67,6 +68,8 @@ class Playbook:
     description: str
     tasks: tuple[Task, ...]
     path: str
+    sections: tuple[ReportSection, ...] = ()
+    """The report sections of the catalogue it was checked against: its every run's report has them."""
 
 
 def resolve_playbook(name_or_path: str) -> Path:
@@ -111,7 +114,8 @@ def load_playbook(name_or_path: str, catalogue: Mapping[str, Module]) -> Playboo
     name = _text(root.entries.get("name")) or path.stem
     if problems:
         raise PlaybookInvalid(problems)
-    return Playbook(name, _text(root.entries.get("description")) or "", tuple(tasks), str(path))
+    return Playbook(name, _text(root.entries.get("description")) or "", tuple(tasks), str(path),
+                    report_sections(catalogue.values()))
 
 
 def _text(node: Node | None) -> str | None:

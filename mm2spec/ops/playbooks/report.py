@@ -1,6 +1,7 @@
-"""What a playbook run did: per task its status, duration and diff; a recap per cluster; the
-failover's translations and RTO. Rendered as text (the terminal), markdown (an incident channel)
-or JSON (``schemas/playbook-report.schema.json``, ``formatVersion`` below).
+"""What a playbook run did: per task its status, duration and diff; a recap per cluster; the RTO;
+and the sections the catalogue's modules contribute (a failover's translations, say), which this
+engine renders without knowing them. Rendered as text (the terminal), markdown (an incident
+channel) or JSON (``schemas/playbook-report.schema.json``, ``formatVersion`` below).
 """
 
 from __future__ import annotations
@@ -8,15 +9,36 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-
-from mm2spec.ops.modules.translate import Translation
+from typing import Any, Mapping, Protocol
 
 REPORT_FORMAT_VERSION = 1
 STATUSES = ("ok", "changed", "skipped", "failed")
 
 
-COMMIT_MODULES = ("offsets.commit", "failback.commit")
-"""The modules whose end is the RTO: the groups can resume from then on."""
+class ReportSection(Protocol):
+    """A part of the report that modules contribute after the tasks (``Module.sections``), read
+    from the facts they leave. Every report of a catalogue has every section of it, empty when
+    none of its modules ran, so the JSON's keys do not depend on which tasks ran."""
+
+    name: str
+    """Unique in a catalogue: ``RunReport.section(name)`` is what it collected."""
+
+    def collect(self, facts: Mapping[str, Any]) -> Any:
+        """What the section shows, taken from the run's facts once the run ends."""
+        ...
+
+    def to_json(self, content: Any) -> dict[str, Any]:
+        """The top-level keys it adds to the JSON report (after ``rto``), present even when empty."""
+        ...
+
+    def text_lines(self, content: Any) -> list[str]:
+        """Its lines in the text report, between the tasks and the recap."""
+        ...
+
+    def markdown_lines(self, content: Any) -> list[str]:
+        """Its lines in the markdown report, between the tasks and the recap."""
+        ...
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -41,6 +63,8 @@ class TaskResult:
     outcomes: list[Outcome] = field(default_factory=list)
     reason: str = ""
     """Why it was skipped (tags, when) or not run (an earlier task failed)."""
+    ends_rto: bool = False
+    """Its module's ``ends_rto``: once it ran, the groups can resume (not in the JSON: ``rto`` is)."""
 
     def to_json(self) -> dict:
         return {"name": self.name, "module": self.module, "status": self.status, "seconds": round(self.seconds, 3),
@@ -67,9 +91,8 @@ class RunReport:
     started_at: float
     seconds: float = 0.0
     tasks: list[TaskResult] = field(default_factory=list)
-    translations: list[Translation] = field(default_factory=list)
-    rpo: list[dict] = field(default_factory=list)
-    """Unplanned failover: per partition the last mirrored record's timestamp and records behind."""
+    sections: list[tuple[ReportSection, Any]] = field(default_factory=list)
+    """Each section of the catalogue with what it collected from the run's facts, in the order shown."""
 
     @property
     def failed(self) -> bool:
@@ -101,33 +124,30 @@ class RunReport:
         return [(t.name, t.seconds) for t in self.tasks if t.status not in ("skipped", "not run")]
 
     def rto_seconds(self) -> float | None:
-        """Wall time from the start until the groups were committed where they resume (the last
-        ``offsets.commit``, or ``failback.commit`` on the source)."""
+        """Wall time from the start until the groups were committed where they resume: the end of
+        the last task whose module ends the RTO (``Module.ends_rto``) and that ran."""
         elapsed, rto = 0.0, None
         for task in self.tasks:
             elapsed += task.seconds
-            if task.module in COMMIT_MODULES and task.status in ("ok", "changed"):
+            if task.ends_rto and task.status in ("ok", "changed"):
                 rto = elapsed
         return rto
 
-    def totals(self) -> dict[str, int]:
-        known = [t for t in self.translations if t.dr_offset is not None]
-        return {"groups": len({t.group for t in self.translations}), "partitions": len(self.translations),
-                "skipped": sum(max(0, t.skipped) for t in known), "reread": sum(max(0, t.reread) for t in known),
-                "mm2Reread": sum(t.mm2_reread or 0 for t in known),
-                "untranslated": len(self.translations) - len(known),
-                "unmirrored": sum(t.unmirrored for t in known)}
+    def section(self, name: str) -> Any:
+        """What the section ``name`` collected; None when the report has no such section."""
+        return next((content for section, content in self.sections if section.name == name), None)
 
     def to_json(self) -> dict:
         rto = self.rto_seconds()
-        return {"formatVersion": REPORT_FORMAT_VERSION, "playbook": self.playbook, "spec": self.spec,
-                "environment": self.environment, "check": self.check, "startedAt": self.started_at,
-                "seconds": round(self.seconds, 3), "exitCode": self.exit_code(),
-                "tasks": [t.to_json() for t in self.tasks], "recap": self.recap(),
-                "rto": {"seconds": None if rto is None else round(rto, 3),
-                        "phases": [{"task": n, "seconds": round(s, 3)} for n, s in self.phases()]},
-                "translations": [t.to_json() for t in self.translations], "totals": self.totals(),
-                "rpo": self.rpo}
+        document = {"formatVersion": REPORT_FORMAT_VERSION, "playbook": self.playbook, "spec": self.spec,
+                    "environment": self.environment, "check": self.check, "startedAt": self.started_at,
+                    "seconds": round(self.seconds, 3), "exitCode": self.exit_code(),
+                    "tasks": [t.to_json() for t in self.tasks], "recap": self.recap(),
+                    "rto": {"seconds": None if rto is None else round(rto, 3),
+                            "phases": [{"task": n, "seconds": round(s, 3)} for n, s in self.phases()]}}
+        for section, content in self.sections:
+            document.update(section.to_json(content))
+        return document
 
 
 def _diff_lines(task: TaskResult) -> list[str]:
@@ -147,39 +167,14 @@ def format_text(report: RunReport, diff: bool = False) -> str:
     for task in report.tasks:
         lines.append(f"TASK [{task.name}] {task.module}")
         lines.append(task_line(task, diff))
-    lines += _translation_lines(report) + _rpo_lines(report)
+    for section, content in report.sections:
+        lines += section.text_lines(content)
     lines += ["", "PLAY RECAP"]
     for cluster, counts in report.recap().items():
         lines.append(f"{cluster:<20} : " + "  ".join(f"{s}={counts[s]}" for s in STATUSES))
     rto = report.rto_seconds()
     lines.append(f"total {report.seconds:.1f}s" + (f", RTO {rto:.1f}s (start to groups committed)" if rto else ""))
     return "\n".join(lines) + "\n"
-
-
-def _translation_lines(report: RunReport) -> list[str]:
-    if not report.translations:
-        return []
-    totals = report.totals()
-    lines = ["", f"OFFSETS {totals['groups']} groups, {totals['partitions']} partitions: "
-                 f"{totals['skipped']} records skipped, {totals['reread']} re-read "
-                 f"(MM2's translation would re-read {totals['mm2Reread']})"
-                 + (f", {totals['untranslated']} not translated" if totals["untranslated"] else "")
-                 + (f", {totals['unmirrored']} consumed on the source but never mirrored" if totals["unmirrored"] else "")]
-    for t in report.translations:
-        target = "-" if t.dr_offset is None else t.dr_offset
-        lines.append(f"  {t.group} {t.topic}-{t.partition}: source {t.committed} -> dr {t.target_topic}-{t.partition} "
-                     f"{target} ({t.method}, skipped {t.skipped}, re-read {t.reread}, MM2 {t.mm2_reread if t.mm2_reread is not None else '-'})"
-                     + (f" {t.note}" if t.note else ""))
-    return lines
-
-
-def _rpo_lines(report: RunReport) -> list[str]:
-    if not report.rpo:
-        return []
-    return ["", "RPO (last record mirrored before the switch)"] + [
-        f"  {r['topic']}-{r['partition']}: last mirrored record at {r['lastMirroredTimestamp']}"
-        + (f", {r['recordsBehind']} records behind" if r.get("recordsBehind") is not None else "")
-        for r in report.rpo]
 
 
 def format_markdown(report: RunReport, diff: bool = False) -> str:
@@ -191,18 +186,8 @@ def format_markdown(report: RunReport, diff: bool = False) -> str:
         lines.append(f"| {task.name} | `{task.module}` | **{task.status}** | {task.seconds:.1f}s | {_md(detail)} |")
         if diff:
             lines += [f"| | | | | `{_md(d.strip())}` |" for d in _diff_lines(task)]
-    if report.translations:
-        totals = report.totals()
-        lines += ["", f"**Offsets**: {totals['groups']} groups, {totals['partitions']} partitions, "
-                      f"{totals['skipped']} skipped, {totals['reread']} re-read (MM2 would re-read {totals['mm2Reread']})",
-                  "", "| group | partition | source offset | DR offset | method | skipped | re-read | MM2 re-read |",
-                  "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {t.group} | {t.topic}-{t.partition} | {t.committed} | "
-                  f"{'-' if t.dr_offset is None else t.dr_offset} | {t.method} | {t.skipped} | {t.reread} | "
-                  f"{'-' if t.mm2_reread is None else t.mm2_reread} |" for t in report.translations]
-    if report.rpo:
-        lines += ["", "**RPO**", ""] + [f"- `{r['topic']}-{r['partition']}`: last mirrored record at "
-                                       f"{r['lastMirroredTimestamp']}" for r in report.rpo]
+    for section, content in report.sections:
+        lines += section.markdown_lines(content)
     lines += ["", "| cluster | ok | changed | skipped | failed |", "|---|---|---|---|---|"]
     lines += [f"| {c} | " + " | ".join(str(n[s]) for s in STATUSES) + " |" for c, n in report.recap().items()]
     rto = report.rto_seconds()

@@ -1,0 +1,103 @@
+"""The report sections the offset modules contribute, and the facts they read them from: the
+translations (each group's position per partition and what it costs, with their totals) that
+``offsets.translate`` and ``failback.translate`` leave, and the RPO of an unplanned failover
+(the last record mirrored per DR partition).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from mm2spec.ops.modules.translate import Translation
+
+TRANSLATIONS = "translations"
+"""The fact ``offsets.translate`` (and ``failback.translate``) leave for the commit and the report:
+a list of ``Translation``."""
+RPO = "rpo"
+"""Unplanned failover: the last mirrored record per DR partition, for the report."""
+
+
+def totals(translations: list[Translation]) -> dict[str, int]:
+    """What the translations cost the groups, summed (untranslated partitions counted apart)."""
+    known = [t for t in translations if t.dr_offset is not None]
+    return {"groups": len({t.group for t in translations}), "partitions": len(translations),
+            "skipped": sum(max(0, t.skipped) for t in known), "reread": sum(max(0, t.reread) for t in known),
+            "mm2Reread": sum(t.mm2_reread or 0 for t in known),
+            "untranslated": len(translations) - len(known),
+            "unmirrored": sum(t.unmirrored for t in known)}
+
+
+class TranslationsSection:
+    """Every translated group partition and their totals (JSON ``translations`` and ``totals``)."""
+
+    name = TRANSLATIONS
+
+    def collect(self, facts: Mapping[str, Any]) -> list[Translation]:
+        return facts.get(TRANSLATIONS, [])
+
+    def to_json(self, translations: list[Translation]) -> dict[str, Any]:
+        return {"translations": [t.to_json() for t in translations], "totals": totals(translations)}
+
+    def text_lines(self, translations: list[Translation]) -> list[str]:
+        if not translations:
+            return []
+        total = totals(translations)
+        lines = ["", f"OFFSETS {total['groups']} groups, {total['partitions']} partitions: "
+                     f"{total['skipped']} records skipped, {total['reread']} re-read "
+                     f"(MM2's translation would re-read {total['mm2Reread']})"
+                     + (f", {total['untranslated']} not translated" if total["untranslated"] else "")
+                     + (f", {total['unmirrored']} consumed on the source but never mirrored"
+                        if total["unmirrored"] else "")]
+        for t in translations:
+            target = "-" if t.dr_offset is None else t.dr_offset
+            mm2 = t.mm2_reread if t.mm2_reread is not None else "-"
+            lines.append(f"  {t.group} {t.topic}-{t.partition}: source {t.committed} -> dr {t.target_topic}-{t.partition} "
+                         f"{target} ({t.method}, skipped {t.skipped}, re-read {t.reread}, MM2 {mm2})"
+                         + (f" {t.note}" if t.note else ""))
+        return lines
+
+    def markdown_lines(self, translations: list[Translation]) -> list[str]:
+        if not translations:
+            return []
+        total = totals(translations)
+        lines = ["", f"**Offsets**: {total['groups']} groups, {total['partitions']} partitions, "
+                     f"{total['skipped']} skipped, {total['reread']} re-read (MM2 would re-read {total['mm2Reread']})",
+                 "", "| group | partition | source offset | DR offset | method | skipped | re-read | MM2 re-read |",
+                 "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {t.group} | {t.topic}-{t.partition} | {t.committed} | "
+                  f"{'-' if t.dr_offset is None else t.dr_offset} | {t.method} | {t.skipped} | {t.reread} | "
+                  f"{'-' if t.mm2_reread is None else t.mm2_reread} |" for t in translations]
+        return lines
+
+
+class RpoSection:
+    """Unplanned failover: per DR partition the last mirrored record's timestamp and how many
+    records it was behind (JSON ``rpo``)."""
+
+    name = RPO
+
+    def collect(self, facts: Mapping[str, Any]) -> list[dict]:
+        return facts.get(RPO, [])
+
+    def to_json(self, rpo: list[dict]) -> dict[str, Any]:
+        return {"rpo": rpo}
+
+    def text_lines(self, rpo: list[dict]) -> list[str]:
+        if not rpo:
+            return []
+        return ["", "RPO (last record mirrored before the switch)"] + [
+            f"  {r['topic']}-{r['partition']}: last mirrored record at {r['lastMirroredTimestamp']}"
+            + (f", {r['recordsBehind']} records behind" if r.get("recordsBehind") is not None else "")
+            for r in rpo]
+
+    def markdown_lines(self, rpo: list[dict]) -> list[str]:
+        if not rpo:
+            return []
+        return ["", "**RPO**", ""] + [f"- `{r['topic']}-{r['partition']}`: last mirrored record at "
+                                      f"{r['lastMirroredTimestamp']}" for r in rpo]
+
+
+TRANSLATIONS_SECTION = TranslationsSection()
+"""Contributed by ``offsets.translate`` and ``failback.translate`` (first in the report)."""
+RPO_SECTION = RpoSection()
+"""Contributed by ``offsets.translate`` (an unplanned failover's RPO, after the translations)."""
