@@ -162,7 +162,7 @@ class Sampler:
 
     def _run(self) -> None:
         drill = self.drill
-        readers = {alias: RecordReader(drill.state.cluster(alias), drill.secrets)
+        readers = {alias: RecordReader(drill.spec.cluster(alias), drill.secrets)
                    for alias in (drill.plan.source, drill.plan.target)}
         try:
             while True:
