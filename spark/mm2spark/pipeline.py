@@ -35,7 +35,7 @@ from mm2spark.config import JobConfig, MirrorFlowConfig, trigger_seconds
 from mm2spark.groups import GroupOffsetMirror, GroupOffsetThread
 from mm2spark.metrics import BatchReport, MirrorMetrics, MirrorProgressListener, TopicBatch
 from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore
-from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, topic_filter, topic_pattern
+from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, subscribe_pattern, topic_filter
 from mm2spark.writer import BatchWritten, FlowWriter, check_writer
 from mm2spec.errors import ComponentMissing
 from mm2spec.mm2.spark_checkpoint import start_offsets_file
@@ -174,7 +174,7 @@ class FlowPipeline:
 
     def source_frame(self) -> DataFrame:
         reader = (self.spark.readStream.format("kafka")
-                  .option("subscribePattern", topic_pattern(self.flow))
+                  .option("subscribePattern", subscribe_pattern(self.flow))
                   .option("startingOffsets", self.starting_offsets())
                   .option("includeHeaders", "true")
                   # MM2 carries on past records deleted by retention before they were mirrored.

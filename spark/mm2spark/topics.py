@@ -60,6 +60,17 @@ def topic_pattern(flow: MirrorFlowConfig) -> str:
                                    target_alias=flow.target_alias, separator=flow.replication_policy_separator)
 
 
+def subscribe_pattern(flow: MirrorFlowConfig) -> str:
+    """``topic_pattern`` for Spark's ``subscribePattern``, anchored at both ends.
+
+    Spark's Kafka source takes a topic when the regex is *found* in its name (``Regex.findFirstIn``
+    in its ``SubscribePatternStrategy``), not when it matches the whole name as MM2's filter does:
+    unanchored, ``orders`` would also take ``pre-orders`` and ``orders-tail``, and an include of
+    ``.*`` could pass an exclude by matching from a later character (``heartbeats`` as ``eartbeats``).
+    """
+    return f"^(?:{topic_pattern(flow)})$"
+
+
 def group_pattern(flow: MirrorFlowConfig) -> str:
     """One regex whose full match is MM2's decision to checkpoint a group (none: matches nothing)."""
     return selection.selection_pattern(flow.groups, flow.groups_exclude)

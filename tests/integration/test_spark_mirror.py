@@ -418,3 +418,28 @@ def test_sasl_scram_with_the_password_from_the_environment(secure_kafka_pair, sp
         mirror.stop(deployment)
     for name in ("driver.log", "job.json", "status.json"):
         assert password not in (tmp_path / "state" / name).read_text(), f"the password leaked into {name}"
+
+
+def test_only_whole_topic_names_are_mirrored(kafka_pair, spark_ready, tmp_path):
+    """MM2 mirrors a topic when a pattern matches its whole name. Topics whose names only contain
+    a selected name (before or after it) stay on the source: Spark's own subscription would take
+    any name the pattern is found in."""
+    uid = uuid.uuid4().hex[:8]
+    orders = f"it-{uid}-orders"
+    decoys = [f"pre-{orders}", f"{orders}-tail"]
+    primary, dr = kafka_pair.primary.bootstrap, kafka_pair.dr.bootstrap
+    for topic in [*decoys, orders]:
+        create_topic(primary, topic, 1)
+        produce(primary, topic, 50, 1)
+    config = job_config(kafka_pair, f"names-{uid}", orders, "none", tmp_path / "checkpoints", exactly_once=False)
+    deployment = mirror.start(config, state_dir=tmp_path / "state", wait_running=START_TIMEOUT)
+    try:
+        wait_for(lambda: end_offsets(dr, orders) == end_offsets(primary, orders), 240, "the selected topic", deployment)
+        # Every record of all three topics was on the source before the job started, and one batch
+        # holds them all (150 records, under max.offsets.per.trigger): a decoy the job had
+        # subscribed would have been created and written on DR with the selected topic.
+        listed = AdminClient({"bootstrap.servers": dr}).list_topics(timeout=30).topics
+        assert [t for t in decoys if t in listed] == []
+        assert mirror.status(deployment).running
+    finally:
+        mirror.stop(deployment)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import struct
 import subprocess
@@ -24,7 +25,15 @@ from mm2spark.config import JobConfigError, parse_job_config, resolve_env, trigg
 from mm2spark.eos import EosWriterSettings  # noqa: E402
 from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore, Run  # noqa: E402
 from mm2spark.records import Checkpoint, OffsetSync  # noqa: E402
-from mm2spark.topics import ReplicationPolicy, checkpoints_topic, group_filter, offset_syncs_topic, topic_filter  # noqa: E402
+from mm2spark.topics import (  # noqa: E402
+    ReplicationPolicy,
+    checkpoints_topic,
+    group_filter,
+    offset_syncs_topic,
+    subscribe_pattern,
+    topic_filter,
+    topic_pattern,
+)
 
 
 def job(**flow_overrides) -> dict:
@@ -145,6 +154,22 @@ def test_topic_filter_is_mm2s_decision():
     assert not accept("orders-archive")          # whole-name match, like Java's matches()
     assert not accept("invoices-x.replica")      # topics.exclude
     assert not accept("__consumer_offsets")
+
+
+def test_spark_subscribes_exactly_the_topics_mm2_mirrors():
+    """Spark's source takes a topic when the pattern is *found* in its name (re.search, as Java's
+    find()); anchored, that is MM2's whole-name decision. Unanchored it took pre-orders and
+    orders-tail (tests/integration/test_spark_mirror.py), and with an include of .* it skipped the
+    internal-topic and cycle excludes by matching from the second character."""
+    names = ["orders", "pre-orders", "orders-tail", "payments", "invoices-2024", "invoices-x.replica",
+             "__consumer_offsets", "heartbeats", "dr.orders", "x.dr.orders", "mm2-offset-syncs.primary.internal",
+             "primary.checkpoints.internal", "adr.orders", ".hidden"]
+    for overrides in ({}, {"topics": ".*", "topics.exclude": "", "replication.policy.class": DEFAULT}):
+        flow = parse_job_config(job(**overrides), environ={}).flows[0]
+        found = re.compile(subscribe_pattern(flow))
+        assert [n for n in names if found.search(n)] == [n for n in names if topic_filter(flow)(n)], overrides
+        unanchored = re.compile(topic_pattern(flow))
+        assert any(unanchored.search(n) and not topic_filter(flow)(n) for n in names)  # what the anchors prevent
 
 
 def test_internal_topics_are_never_mirrored_even_when_included():
