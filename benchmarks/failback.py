@@ -80,7 +80,7 @@ def ends(cluster, topics: Topics) -> dict:
 
 
 def cli(*argv: str) -> tuple[int, dict, float]:
-    command = [str(Path(sys.executable).with_name("mm2spec")), *argv, "--format", "json", "--quiet"]
+    command = [str(Path(sys.executable).with_name("mm2spec")), *argv, "--format", "json", "--quiet", "--yes"]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=FAILBACK_TIMEOUT_S)
     wall = time.monotonic() - started

@@ -22,7 +22,7 @@ rendered worker config):
   ``--offset-lag-max``, MM2's default 100; ``syncGroupOffsets: false``) and resumes where the
   last round stopped it; the run starts once DR's end offsets reach the source's as they were
   when the wait began (the backlog of the stopped period copied).
-* ``mm2spec failover SPEC --format json --quiet`` in a subprocess; from its report: ``rto.seconds``
+* ``mm2spec failover SPEC --format json --quiet --yes`` in a subprocess; from its report: ``rto.seconds``
   (start until the groups are committed on DR), ``rto.phases`` (each task's wall time), the totals
   (skipped, re-read, MM2's re-read), and the command's own wall time (interpreter start included).
 * Between rounds the DR-state record is cleared by a tombstone (``clear_state``), so the next
@@ -291,7 +291,7 @@ class Run:
 def failover(spec: Path, mirror, engine: str, round_no: int) -> Run:
     load = [load_average()]
     command = [str(Path(sys.executable).with_name("mm2spec")), "failover", str(spec), *mirror.cli_args(), "--format", "json",
-               "--quiet"]
+               "--quiet", "--yes"]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=FAILOVER_TIMEOUT_S)
     wall = time.monotonic() - started

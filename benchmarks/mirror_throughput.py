@@ -307,13 +307,14 @@ class SparkEngine:
 
 
 class Mm2Engine:
-    """MirrorSourceConnector, tasks.max=2, on a Connect worker of its own (started per run, as the
+    """MirrorSourceConnector, tasks.max=2 (``tasks_max``), on a Connect worker of its own (started per run, as the
     Spark job is; exactly-once needs the worker-level setting)."""
 
     master = None  # no Spark
 
-    def __init__(self, name: str, workdir: Path, heap: str, dr_spec):
+    def __init__(self, name: str, workdir: Path, heap: str, dr_spec, tasks_max: int = 2):
         self.name, self.workdir, self.heap, self.dr_spec = name, workdir, heap, dr_spec
+        self.tasks_max = tasks_max
         self.exactly_once = name == "mm2-eos"
         self.proc = None
 
@@ -330,7 +331,7 @@ class Mm2Engine:
         self.proc = worker.start(tie_to_parent=True)
         process.wait_all_ready({self.proc: worker.ready}, timeout=CONNECT_READY_TIMEOUT_S)
         connector = {
-            "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": "2",
+            "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector", "tasks.max": str(self.tasks_max),
             "source.cluster.alias": alias, "target.cluster.alias": "dr",
             "source.cluster.bootstrap.servers": primary, "target.cluster.bootstrap.servers": dr,
             "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",

@@ -3,7 +3,8 @@ test tools) live on this machine.
 
 The install scripts in ``scripts/`` put them under ``$MM2SPEC_CACHE`` (default ``~/.cache/mm2spec``)
 at versions pinned in ``scripts/versions.env`` (shipped with the package, found through
-``mm2spec.resources``); this module is the one place Python code finds them.
+``mm2spec.resources``); this module is the one place Python code finds them. It also says which pip
+extra of mm2spec installs each optional Python library (``EXTRAS``, ``module_missing``).
 """
 
 from __future__ import annotations
@@ -124,3 +125,36 @@ class Components:
 
 def components() -> Components:
     return Components(cache=cache_dir(), pinned=versions())
+
+
+EXTRAS = {
+    "pyspark": ("spark", "runs the Spark mirroring job"),
+    "pulumi": ("pulumi", "provisions through Pulumi"),
+    "matplotlib": ("drill", "draws the drill report's plots"),
+}
+"""The optional Python libraries, by import name: the pip extra of mm2spec that installs each, and
+what needs it. ``pip install mm2spec`` alone validates, renders, promotes and plans."""
+
+
+def module_missing(module: str) -> ComponentMissing:
+    """The error for a Python module that is not installed: which extra to install, or, for a module
+    the core needs (``yaml``, ``confluent_kafka``), to reinstall mm2spec."""
+    top = module.partition(".")[0]
+    if top in EXTRAS:
+        extra, purpose = EXTRAS[top]
+        return ComponentMissing(f"{top} is not installed ({purpose}): pip install 'mm2spec[{extra}]' "
+                                "(or 'mm2spec[all]')")
+    return ComponentMissing(f"the Python module {top} is not installed, and mm2spec needs it: "
+                            "reinstall mm2spec (pip install --force-reinstall mm2spec)")
+
+
+def require_module(module: str) -> None:
+    """Raise ``module_missing`` unless ``module`` can be imported; finds it without importing it."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install, or a finder that refuses the name
+        found = False
+    if not found:
+        raise module_missing(module)

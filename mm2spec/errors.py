@@ -27,6 +27,7 @@ message says what to do. Modules raise these; none defines an error class of its
     ├── PlaybookError             a DR playbook cannot run as asked
     │   ├── PlaybookInvalid       the playbook file has problems, all at once (FILE:LINE:COL each)
     │   └── OperationRefused      a DR operation would be unsafe now (active group, unknown --limit ...)
+    │       └── LeaseHeld         another run holds the DR pair's lease (who, since when, how to take over)
     └── DevError                  the local dev environment could not be started or stopped
         ├── PortInUse             a port it needs is taken
         └── NotReady              a started process did not become ready in time
@@ -165,6 +166,11 @@ class PlaybookInvalid(PlaybookError):
 class OperationRefused(PlaybookError):
     """A DR operation would be unsafe or cannot apply (a group active on DR, a ``--limit`` that
     matches nothing): nothing was changed; the message names what to do."""
+
+
+class LeaseHeld(OperationRefused):
+    """Another run holds the DR pair's lease (one operation at a time): the message says who, since
+    when, for which operation, and how to take a dead run's lease over; nothing was changed."""
 
 
 class DevError(Mm2specError):

@@ -10,7 +10,9 @@ One module per command family registers its subcommands (``add_parsers``) and ho
 - ``dev``: local clusters and demo data
 
 Handlers print what the call returned; this module turns every ``Mm2specError`` into its message
-and exit 1.
+and exit 1. Each handler imports the libraries its command needs when it runs (``pip install mm2spec``
+has no pyspark, pulumi or matplotlib): a module that is missing is reported with the pip extra that
+installs it (``mm2spec.components.module_missing``, one table for every command), exit 1.
 
 Exit codes: 0 success; 1 invalid input or failure; 2 (``--detailed-exitcode``) changes present.
 No command prints a traceback for a user error; set MM2SPEC_DEBUG=1 to see one for internal errors.
@@ -28,6 +30,7 @@ import traceback
 
 from mm2spec import __version__
 from mm2spec.cli import dev, drill, mirror, plan, playbook, spec
+from mm2spec.components import module_missing
 from mm2spec.errors import Mm2specError, PlaybookInvalid, SpecInvalid, SpecSyntaxError
 
 FAMILIES = (spec, plan, mirror, playbook, drill, dev)
@@ -48,7 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     as_json = getattr(args, "format", None) == "json"
     try:
-        return args.func(args)
+        try:
+            return args.func(args)
+        except ModuleNotFoundError as exc:
+            # Commands import their libraries when they run: a missing one is an extra to install.
+            # One of mm2spec's own modules missing is a broken install or a bug: an internal error.
+            if (exc.name or "").partition(".")[0] == "mm2spec":
+                raise
+            raise module_missing(exc.name or "?") from None
     except Mm2specError as exc:
         # Spec problems already read FILE:LINE:COL: ...; other errors get an "error:" prefix.
         located = isinstance(exc, (SpecInvalid, SpecSyntaxError, PlaybookInvalid))

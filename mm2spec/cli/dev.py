@@ -9,7 +9,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from mm2spec.dev import demo
 from mm2spec.dev.stack import DEFAULT_ROOT, READY_TIMEOUT_S, DevStack
 from mm2spec.spec.load import load_desired_state
 
@@ -109,12 +108,16 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _seed(args: argparse.Namespace) -> int:
+    from mm2spec.dev import demo  # the Kafka client loads only for the commands that produce and read records
+
     for line in demo.seed(load_desired_state(args.spec, args.env), args.records):
         print(line, flush=True)
     return 0
 
 
 def _wait_mirrored(args: argparse.Namespace) -> int:
+    from mm2spec.dev import demo
+
     complete, rows = demo.wait_mirrored(load_desired_state(args.spec, args.env), args.timeout)
     print(f"{'flow':<16} {'source topic':<18} {'target topic':<24} {'source':>8} {'target':>8}")
     for row in rows:

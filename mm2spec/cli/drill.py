@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mm2spec.cli.playbook import Progress
+from mm2spec.components import require_module
 from mm2spec.errors import OperationRefused, OutputUnwritable
 
 
@@ -59,6 +60,7 @@ class PhaseLines:
 
 
 def cmd_drill(args: argparse.Namespace) -> int:
+    require_module("matplotlib")  # the plots are drawn last: a drill must not run to lose its report
     from mm2spec.ops.playbooks.context import Options, parse_limit
     from mm2spec.ops.drill.drill import Drill, plan_drill
     from mm2spec.ops.drill.report import headline_rows, write_report

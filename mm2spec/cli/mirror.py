@@ -6,6 +6,7 @@ import argparse
 import json
 from dataclasses import asdict
 
+from mm2spec.components import require_module
 from mm2spec.errors import MirrorError
 from mm2spec.runtime import deployment
 from mm2spec.runtime.job import effective_master, job_name, load_job, render_job
@@ -33,6 +34,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     if args.stop:
         print(f"stopped {name}" if deployment.stop(folder) else f"{name} is not running")
         return 0
+    require_module("pyspark")  # before a line says it is mirroring: the job needs the spark extra
     if args.detach:
         started = deployment.start(job, state_dir=folder, master=args.master, wait_running=args.wait)
         print(f"started {name} (pid {started.pid}); log {started.log_file}; status {started.status_file}")

@@ -2,7 +2,13 @@
 
 Progress goes to stderr as each task starts and ends (a spinner line for waits on a terminal);
 the report goes to stdout in the chosen format. Exit codes: 0 done (or nothing to do), 2 with
-``--check`` when changes are pending, 1 a task failed or the input is bad.
+``--check`` when changes are pending, 1 a task failed, the input is bad, or the run was not
+confirmed.
+
+A run that would change the clusters (a task it will run calls a module that writes: failover,
+failback, ``--stranded=rebuild`` ...) first shows what its check mode says it would change and
+asks on the terminal; ``--yes`` skips the question (automation). Without a terminal and without
+``--yes`` it is refused before any cluster is contacted. ``--check`` and ``verify`` never ask.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ def run_playbook(args: argparse.Namespace, playbook_name: str) -> int:
     from mm2spec.ops.modules.catalogue import CATALOGUE
     from mm2spec.ops.playbooks.playbook import load_playbook
     from mm2spec.ops.playbooks.report import render
-    from mm2spec.ops.playbooks.runner import run
+    from mm2spec.ops.playbooks.runner import run, writes
     from mm2spec.spec.load import load_desired_state
 
     playbook = load_playbook(playbook_name, CATALOGUE)
@@ -71,13 +77,53 @@ def run_playbook(args: argparse.Namespace, playbook_name: str) -> int:
     options = Options(check=args.check, diff=args.diff, source_unreachable=args.source_unreachable,
                       allow_rewind=args.allow_rewind, skip_active=args.skip_active, limit_flows=flows,
                       limit_groups=groups, state_dir=args.state_dir, connect_url=args.connect_url,
-                      stranded=getattr(args, "stranded", None))
+                      stranded=getattr(args, "stranded", None), break_lease=args.break_lease)
+    tags, skip_tags = _names(args.tags), _names(args.skip_tags)
+    if not args.check and not args.yes and writes(playbook, tags, skip_tags):
+        if not _confirmed(playbook, state, options, tags, skip_tags, args):
+            return 1
     progress = Progress(args.diff, quiet=args.quiet)
     ctx = Context(state, options, progress=progress.wait)
-    report = run(playbook, ctx, _names(args.tags), _names(args.skip_tags), listener=progress.task)
+    report = run(playbook, ctx, tags, skip_tags, listener=progress.task)
     progress._clear()
     sys.stdout.write(render(report, args.format, args.diff))
     return report.exit_code()
+
+
+def _confirmed(playbook, state, options, tags: list[str], skip_tags: list[str], args: argparse.Namespace) -> bool:
+    """Show what the run would change (its check mode) and ask on the terminal; refused without one."""
+    from dataclasses import replace
+
+    from mm2spec.errors import OperationRefused
+    from mm2spec.ops.playbooks.context import Context
+    from mm2spec.ops.playbooks.report import task_line
+    from mm2spec.ops.playbooks.runner import run
+
+    clusters = ", ".join(sorted({c for flow in Context(state, options).flows for c in (flow.source, flow.target)}))
+    if not sys.stdin.isatty():
+        raise OperationRefused(f"{playbook.name} changes clusters {clusters} and asks first, but stdin is not a "
+                               "terminal: pass --yes to run it unattended (--check shows what it would change); "
+                               "nothing was changed")
+    print(f"{playbook.name}: reading what it would change (check mode, nothing is written) ...", file=sys.stderr)
+    progress = Progress(args.diff, quiet=args.quiet)
+    preview = run(playbook, Context(state, replace(options, check=True), progress=progress.wait), tags, skip_tags)
+    progress._clear()
+    shown = [t for t in preview.tasks if t.status in ("changed", "failed")]
+    for task in shown:
+        print(f"  {task_line(task, args.diff)}", file=sys.stderr)
+    if preview.failed:
+        print(f"{playbook.name}: the check failed (above): fix that first; nothing was changed", file=sys.stderr)
+        return False
+    if not shown:
+        print("  the check found nothing to change", file=sys.stderr)
+    print(f"Run {playbook.name} on {clusters} (spec {state.name}"
+          + (f", env {state.environment}" if state.environment else "") + ")? Only y or yes goes ahead. [y/N] ",
+          end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        print(f"{playbook.name} cancelled: nothing was changed", file=sys.stderr)
+        return False
+    return True
 
 
 def _names(values: list[str] | None) -> list[str]:
@@ -118,6 +164,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="the Spark job's state folder (default .mm2spec/spark/<spec name>)")
     p.add_argument("--connect-url", help="the Connect REST URL (default: the spec's connect.restUrl)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--yes", action="store_true",
+                   help="do not ask before changing the clusters (automation; without a terminal it is required)")
+    p.add_argument("--break-lease", action="store_true",
+                   help="take over the DR pair's lease from another run although it has not expired (only when "
+                        "that run is dead: it stops at its next task)")
     p.add_argument("--stranded", choices=["keep", "rebuild"],
                    help="failback: records on the source that never reached DR: keep them (before the failback "
                         "point) or rebuild those topics from DR (destructive); default: refuse, with the counts")

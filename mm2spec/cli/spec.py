@@ -7,6 +7,7 @@ import json
 import sys
 
 from mm2spec.render import render_files, write_files
+from mm2spec.render.files import check_output_folder
 from mm2spec.spec import promote
 from mm2spec.spec.load import load_desired_state, load_valid
 from mm2spec.spec.validate import environments
@@ -23,6 +24,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    check_output_folder(args.out)  # before loading: a large spec takes time and memory to render
     for path in write_files(render_files(load_desired_state(args.spec, args.env)), args.out):
         print(f"wrote {path}")
     return 0

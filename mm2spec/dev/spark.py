@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mm2spec.components import Components
+from mm2spec.components import Components, module_missing
 from mm2spec.errors import ComponentMissing, MirrorError
 from mm2spec.dev.process import pick_free_ports
 from mm2spec.runtime.process import HOST, listening, wait_until
@@ -34,7 +34,7 @@ def _spark_home() -> Path:
     try:
         import pyspark
     except ImportError:
-        raise ComponentMissing("pyspark is not installed: run scripts/setup") from None
+        raise module_missing("pyspark") from None
     return Path(pyspark.__file__).resolve().parent
 
 

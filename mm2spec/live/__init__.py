@@ -5,6 +5,7 @@
 - ``records``: exact offset ranges of partitions, consumer-group offsets and members
 - ``writer``: an idempotent producer to explicit partitions (a failback's copy back)
 - ``dr_state``: the failover record kept on the DR cluster
+- ``lease``: one DR operation at a time per DR pair: a fenced lease in the DR-state topic
 - ``traffic``: a drill's synthetic load (a rate-limited producer, groups that move between clusters)
 - ``kubernetes``: the API server through kubectl (the Spark Operator's manifests)
 - ``types``: what was read, as plain types (``LiveTopic``, ``Record``, ``FailoverState``),

@@ -15,6 +15,8 @@ Beside them, mm2spec's own rules of the same kind, and what mm2spec and the Spar
 - ``engine_facts``: the engines' compile-time facts
 - ``spark_eos``: the Spark writer's exactly-once names
 - ``spark_checkpoint``: the start-offsets file a failback leaves beside a checkpoint
+- ``metric_names``: the one table of Prometheus metric names (MM2's where MM2 has one, ``mm2spec_*``
+  for the DR figures) that the JMX exporter rules, the Spark job, alerts and dashboard share
 
 The spec model, the plan, the Pulumi program and the Spark job (on its driver and, shipped as a
 zip with ``addPyFile``, on its executors) all read these, so they cannot drift apart. Hence:

@@ -53,3 +53,11 @@ sync is written and no progress is checkpointed until all of it is copied. A bat
 per batch, so the cap sets the catch-up rate: 100,000 held Spark to 0.55x MM2 at 100 B; with
 1,000,000 it reached 1.70x at 100 B and 1.38x at 1 KB (spark/README.md, Benchmark), in batches of
 2-3 s at 100 B and ~9 s at 1 KB."""
+
+SPARK_SOURCE_DEFAULT = "mirror"
+"""The Spark job's Kafka source when the config names none: ``mirror``, mm2spec's own (a bounded
+number of tasks per batch, the flow's ``tasks.max``, each with a long-lived consumer for a slice of
+the partitions, as MM2's tasks), or ``kafka``, Spark's (one task per partition with new data).
+At 1,000 partitions Spark's spends most of each batch waiting in its per-partition tasks
+(spark/README.md, Profile)."""
+SPARK_SOURCES = ("mirror", "kafka")

@@ -24,11 +24,15 @@ class EngineFacts:
     """Its exactly-once writer owns names on the target cluster (a progress group and a
     transactional-id prefix per flow, ``spark_eos``) that the mirror's principal must be granted.
     Connect's transactional ids are the worker's, granted for the worker whatever the engine."""
+    runs_on_connect_workers: bool = False
+    """MM2's connectors on Kafka Connect workers move the data: MM2's figures are the workers' MBeans,
+    read by the Prometheus JMX exporter agent there, and the DR figures come from mm2spec's DR
+    exporter. Otherwise the engine's own process serves both on its ``/metrics``."""
 
 
 ENGINE_FACTS = {facts.name: facts for facts in (
     EngineFacts("spark", writer_names_on_target=True),
-    EngineFacts("connect", writer_names_on_target=False),
+    EngineFacts("connect", writer_names_on_target=False, runs_on_connect_workers=True),
 )}
 """Every engine mm2spec runs, by name (the spec schema's ``engine`` enum)."""
 

@@ -6,8 +6,12 @@
 - ``resources``: ``resources.json`` / ``resources.txt``, the internal topics and ACL bindings
 - ``kubernetes``: with a ``k8s://`` master, ``kubernetes.yaml`` (the Spark Operator's
   SparkApplication and the ConfigMap with the job config) and the job image's ``Dockerfile``
+- ``monitoring``: ``prometheus.yml`` (scrape config), ``prometheus-rules.yml`` (objectives and
+  alerts), ``grafana-dashboard.json`` and, for engine connect, ``jmx-exporter.yml``, every metric
+  named from ``mm2spec.mm2.metric_names``
 - ``properties``: what those share (client settings, ``java.util.Properties`` text)
 - ``files``: every file by name, and ``write_files``, the only function here that touches the disk
+  (with ``check_output_folder``, which ``render`` calls before it reads the spec)
 
 Passwords are never written: SASL settings use Kafka's EnvVarConfigProvider (``${env:NAME}``), so
 the worker (or the Spark job) reads the secret from its environment when it starts.

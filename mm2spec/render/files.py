@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 
 from mm2spec.render.connect import connectors, mm2_properties, worker_properties
 from mm2spec.render.kubernetes import kubernetes_files
+from mm2spec.render.monitoring import monitoring_files
 from mm2spec.render.properties import properties_text
 from mm2spec.render.resources import resources, resources_text
 from mm2spec.errors import OutputUnwritable
@@ -37,6 +38,7 @@ def render_files(state: DesiredState) -> dict[str, str]:
     for connector in connectors(state):
         files[f"{connector['name']}.json"] = json.dumps(connector, indent=2) + "\n"
     files.update(kubernetes_files(state))
+    files.update(monitoring_files(state))
     return files
 
 
@@ -130,13 +132,35 @@ def _roll_back(out: Path, staging: Path) -> None:
     shutil.rmtree(staging)
 
 
+def check_output_folder(out_dir: str | Path) -> None:
+    """Refuse an output folder that cannot be written (``OutputUnwritable``), before any work is done:
+    a large spec must not be loaded and rendered only to fail at the last step. ``out_dir`` is usable
+    when it is a writable folder, or when it is missing and its nearest existing parent is one."""
+    out = Path(out_dir)
+    shown = printable(str(out))
+    if out.exists() and not out.is_dir():
+        raise OutputUnwritable(f"--out {shown} is not a folder: give a folder (it is created if missing)")
+    # Normalised, as mkdir will resolve "..", but not made absolute: a relative path's parents end with
+    # ".", which exists, and the message keeps the path as it was given.
+    normal = Path(os.path.normpath(out))
+    existing = next((folder for folder in (normal, *normal.parents) if folder.exists()), None)
+    if existing is None or not existing.is_dir():
+        raise OutputUnwritable(f"--out {shown}: {printable(str(existing))} is not a folder, so {shown} cannot be "
+                               "created: give a folder path")
+    try:
+        # A real probe, not os.access: root passes every permission check, not a read-only file system.
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=STAGING_PREFIX))
+    except OSError as exc:
+        what = "is not writable" if existing == normal else f"cannot be created in {printable(str(existing))}"
+        raise OutputUnwritable(f"--out {shown} {what}: {exc.strerror or exc}; give a folder you may write to") from None
+
+
 def _check_writable(files: dict[str, str], out: Path) -> None:
     for name in files:
         if not FILE_NAME.fullmatch(name):
             raise OutputUnwritable(f'cannot write a file named "{printable(name)[:80]}": '
                                    "use letters, digits, '.', '_' and '-' in names that reach file names")
-    if out.exists() and not out.is_dir():
-        raise OutputUnwritable(f"--out {printable(str(out))} is not a folder: give a folder (it is created if missing)")
+    check_output_folder(out)
     for name in files:
         if (out / name).is_dir():
             raise OutputUnwritable(f"{printable(str(out / name))} is a folder: move it away to render there")

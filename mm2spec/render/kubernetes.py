@@ -183,7 +183,7 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/*
 COPY mm2spec-{__version__}-py3-none-any.whl /tmp/
 RUN python3.11 -m venv {IMAGE_HOME}/venv \\
- && {IMAGE_HOME}/venv/bin/pip install --no-cache-dir /tmp/mm2spec-{__version__}-py3-none-any.whl \\
+ && {IMAGE_HOME}/venv/bin/pip install --no-cache-dir '/tmp/mm2spec-{__version__}-py3-none-any.whl[spark]' \\
  && ln -s "$({IMAGE_HOME}/venv/bin/python -c 'from mm2spec.resources import spark_job_script; print(spark_job_script())')" \\
           {IMAGE_HOME}/mirror_job.py \\
  && rm /tmp/mm2spec-{__version__}-py3-none-any.whl

@@ -16,6 +16,7 @@ def spark_job_config(state: DesiredState) -> dict:
         "trigger.interval": spark.trigger_interval,
         "checkpoint.location": spark.checkpoint_location,
         "driver.memory": spark.driver_memory,
+        "source": spark.source,
     }
     optional = {"max.offsets.per.trigger": spark.max_offsets_per_trigger,
                 "executor.instances": spark.executor_instances,
@@ -47,6 +48,7 @@ def spark_job_config(state: DesiredState) -> dict:
             "replication.policy.separator": flow.separator,
             "offset-syncs.topic.location": flow.offset_syncs_topic_location,
             "offset.lag.max": str(flow.offset_lag_max),
+            "tasks.max": str(flow.tasks_max),
             "emit.checkpoints.enabled": kafka_bool(bool(flow.groups)),
             "emit.checkpoints.interval.seconds": str(flow.emit_checkpoints_interval_seconds),
             "sync.group.offsets.enabled": kafka_bool(flow.sync_group_offsets),

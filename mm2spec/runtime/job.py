@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from mm2spec.components import components
+from mm2spec.components import components, require_module
 from mm2spec.errors import MirrorError
 from mm2spec.resources import spark_job_script
 
@@ -17,6 +17,8 @@ from mm2spec.resources import spark_job_script
 def job_command(config_file: Path, status_file: Path, *, master: str | None = None,
                 max_restarts: int | None = None, python: str | None = None) -> list[str]:
     """The command line that runs the job in the foreground."""
+    if python is None:
+        require_module("pyspark")  # the job runs on this interpreter: say which extra, not a driver-log traceback
     jars = [str(p) for p in components().spark_kafka_jars]  # ComponentMissing names the fix
     command = [python or sys.executable, "-u", str(spark_job_script()), "--config", str(config_file),
                "--status-file", str(status_file), "--jars", ",".join(jars)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mm2spec.mm2 import defaults, spark_eos
+from mm2spec.mm2 import defaults, metric_names, spark_eos
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, engine_facts
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT
 from mm2spec.spec.document import Node, to_plain
@@ -23,6 +23,7 @@ from mm2spec.spec.model import (
     InternalTopic,
     KubernetesDeployment,
     MirrorFlow,
+    Objectives,
     Security,
     SparkDeployment,
 )
@@ -61,6 +62,8 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         listeners=tuple(connect_spec.get("listeners") or ["http://:8083"]),
         rest_url=connect_spec.get("restUrl"),
         config=_props(connect_spec.get("config")),
+        metrics_port=(connect_spec.get("metrics") or {}).get("port", metric_names.CONNECT_METRICS_PORT_DEFAULT),
+        exporter_port=(connect_spec.get("metrics") or {}).get("exporterPort", metric_names.DR_EXPORTER_PORT_DEFAULT),
     )
     spark_spec = data.get("spark") or {}
     executors = spark_spec.get("executors") or {}
@@ -75,6 +78,8 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         config=_props(spark_spec.get("config")),
         kubernetes=_kubernetes(name, spark_spec),
         driver_memory=spark_spec.get("driverMemory", "1g"),
+        source=spark_spec.get("source", defaults.SPARK_SOURCE_DEFAULT),
+        metrics_port=(spark_spec.get("metrics") or {}).get("port", metric_names.SPARK_METRICS_PORT_DEFAULT),
     )
     acls = data.get("acls") or {}
     principal = acls.get("principal", "User:mm2")
@@ -164,6 +169,8 @@ def _mirror(spec: dict) -> MirrorFlow:
         producer_overrides=_props(spec.get("producerOverrides")),
         consumer_overrides=_props(spec.get("consumerOverrides")),
         config=_props(spec.get("config")),
+        objectives=Objectives(rpo_seconds=(spec.get("objectives") or {}).get("rpoSeconds"),
+                              checkpoint_age_seconds=(spec.get("objectives") or {}).get("checkpointAgeSeconds")),
     )
 
 

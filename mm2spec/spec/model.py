@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Literal
 
 from mm2spec.errors import UnknownCluster
-from mm2spec.mm2 import policy, selection
+from mm2spec.mm2 import defaults, metric_names, policy, selection
 from mm2spec.spec.patterns import NamePattern, NameSelector
 
 
@@ -65,6 +65,18 @@ def _selected(names: Iterable[str], include: Iterable[str], exclude: Iterable[st
     """The names some ``include`` pattern and no ``exclude`` pattern matches, sorted."""
     wanted, unwanted = NameSelector(include), NameSelector(exclude)
     return sorted(n for n in names if wanted.matches(n) and not unwanted.matches(n))
+
+
+@dataclass(frozen=True)
+class Objectives:
+    """What a flow promises (``objectives``): ``mm2spec verify`` checks them, the drill report compares
+    its figures with them, and the rendered alert rules fire when they break. None: no objective."""
+
+    rpo_seconds: float | None = None
+    """The oldest source record not yet on the target may be at most this old (``rpoSeconds``)."""
+    checkpoint_age_seconds: float | None = None
+    """A group's newest checkpoint may be at most this old once the group committed since
+    (``checkpointAgeSeconds``)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,8 @@ class MirrorFlow:
     """Consumer settings for the source, rendered as ``consumer.<key>`` (``consumerOverrides``)."""
     config: tuple[tuple[str, str], ...]
     """Raw MM2 connector properties (``config``), applied last to each connector of the flow: they win."""
+    objectives: Objectives = Objectives()
+    """The flow's RPO and checkpoint-age objectives (``objectives``); none when the spec sets none."""
 
     # MM2's rules (mm2spec.mm2) applied to this flow: the plan, Pulumi and the Spark job share them.
 
@@ -287,6 +301,11 @@ class ConnectCluster:
     are not compared, and engine ``connect`` cannot be applied."""
     config: tuple[tuple[str, str], ...]
     """Extra worker properties (``connect.config``), applied last: they win over what mm2spec renders."""
+    metrics_port: int = metric_names.CONNECT_METRICS_PORT_DEFAULT
+    """Port of the Prometheus JMX exporter agent on each worker (``connect.metrics.port``)."""
+    exporter_port: int = metric_names.DR_EXPORTER_PORT_DEFAULT
+    """Port of mm2spec's DR exporter, the RPO and failover figures for engine connect
+    (``connect.metrics.exporterPort``)."""
 
     @property
     def config_topic(self) -> str:
@@ -349,6 +368,10 @@ class SparkDeployment:
     """Set when ``master`` is ``k8s://...``: the SparkApplication's settings (``spark.kubernetes``)."""
     driver_memory: str = "1g"
     """``spark.driver.memory`` (``spark.driverMemory``); with ``local[N]`` the driver JVM runs the tasks too."""
+    source: str = defaults.SPARK_SOURCE_DEFAULT
+    """The job's Kafka source (``spark.source``): ``mirror`` (mm2spec's: ``tasksMax`` tasks per batch) or ``kafka`` (Spark's)."""
+    metrics_port: int = metric_names.SPARK_METRICS_PORT_DEFAULT
+    """Port of the driver's Prometheus ``/metrics`` (``spark.metrics.port``)."""
 
 
 @dataclass(frozen=True)

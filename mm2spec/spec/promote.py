@@ -21,7 +21,7 @@ from typing import Any
 from mm2spec.spec.document import Mapping, Node, Position, Sequence, load_file, parse
 from mm2spec.errors import BaselineUnavailable, UnknownEnvironment
 from mm2spec.spec.overlay import item_name
-from mm2spec.spec.secrets import MASKED, is_sensitive_key, mask, redact
+from mm2spec.spec.secrets import MASKED, is_sensitive_key, literal_secrets, mask
 from mm2spec.spec.load import load_valid
 from mm2spec.spec.validate import resolve
 
@@ -92,24 +92,25 @@ def _leaves(node: Node, path: str = "") -> dict[str, tuple[Any, Position]]:
 
 def _diff(old: dict, new: dict) -> list[Difference]:
     """The fields that differ, compared as written and kept masked: the baseline is any older spec,
-    never validated, so it may hold a secret anywhere."""
+    never validated, so it may hold a secret anywhere (and a YAML alias may copy one to any key)."""
+    known = set().union(*(literal_secrets(leaf[0]) for leaves in (old, new) for path, leaf in leaves.items()
+                          if any(is_sensitive_key(part) for part in path.split("/"))))
     diffs = []
     for path in sorted(set(old) | set(new)):
         o, n = old.get(path), new.get(path)
         if (o[0] if o else None) != (n[0] if n else None):
-            diffs.append(Difference(path, _masked(path, o[0] if o else None), _masked(path, n[0] if n else None),
-                                    o[1] if o else None, n[1] if n else None))
+            diffs.append(Difference(path, _masked(path, o[0] if o else None, known),
+                                    _masked(path, n[0] if n else None, known), o[1] if o else None, n[1] if n else None))
     return diffs
 
 
-def _masked(path: str, value: Any) -> Any:
-    """``value`` as promote may show it: hidden under a sensitive key at any depth (``secrets.mask``)."""
+def _masked(path: str, value: Any, known: set) -> Any:
+    """``value`` as promote may show it: hidden under a sensitive key at any depth, whatever its shape,
+    and wherever it repeats a value written under one (``secrets.mask``)."""
     *parents, field = path.split("/")
     if value is not None and any(is_sensitive_key(part) for part in parents):
         return MASKED
-    if isinstance(value, list):
-        return [redact(item) for item in value]
-    return mask(field, value)
+    return mask(field, value, known)
 
 
 def _key_positions(node: Node, path: str = "", out: dict | None = None) -> dict[str, Position]:

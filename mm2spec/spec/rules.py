@@ -7,6 +7,7 @@ Each rule reads the plain document (``to_plain``) and reports through ``Report``
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -50,7 +51,11 @@ def check_clusters(data: dict, report: Report) -> None:
         if not isinstance(cluster, dict):
             continue
         for i, server in _strings(cluster, "bootstrapServers"):
-            if not _valid_host_port(server):
+            if holds_secret(server):  # user:password@host:port, with or without a scheme
+                report(["clusters", alias, "bootstrapServers", i], f"{show(server, [])} holds credentials",
+                       "write host:port only; the user goes in security.username and the password's secret "
+                       "name in security.passwordSecret")
+            elif not _valid_host_port(server):
                 report(["clusters", alias, "bootstrapServers", i], f"{show(server, [])} is not host:port",
                        "write each bootstrap server as host:port, e.g. broker-1:9092")
         security = cluster.get("security")
@@ -105,6 +110,26 @@ def check_mirrors(data: dict, report: Report) -> None:
                    "aim for as many tasks as CPU cores in the Connect cluster")
         for free_map in ("producerOverrides", "consumerOverrides", "config"):
             _check_inline_secrets(mirror.get(free_map), ["mirrors", i, free_map], report)
+        _check_objectives(mirror, ["mirrors", i, "objectives"], report)
+
+
+def _check_objectives(mirror: dict, path: list, report: Report) -> None:
+    """An objective is a number of seconds a mirror can meet: above zero and finite (YAML's ``.nan``
+    and ``.inf`` are numbers to the schema, but no alert or check can compare against them)."""
+    objectives = mirror.get("objectives")
+    if not isinstance(objectives, dict):
+        return
+    for name in ("rpoSeconds", "checkpointAgeSeconds"):
+        value = objectives.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue  # absent, or the schema's "expected number"
+        if not math.isfinite(value):
+            report(path + [name], f"{name} must be a finite number of seconds, got {show(value, [])}",
+                   "write the seconds the objective allows, e.g. 10")
+        elif value <= 0:
+            report(path + [name], f"{name} must be greater than 0, got {show(value, [])}",
+                   "an objective of 0 seconds or less can never be met: write the seconds it allows, e.g. 10, "
+                   "or remove it")
 
 
 def check_identity_cycles(data: dict, report: Report) -> None:
@@ -170,11 +195,15 @@ def check_secret_values(data: dict, report: Report) -> None:
         elif isinstance(value, list):
             for i, child in enumerate(value):
                 walk(child, path + [i])
-        elif holds_secret(value):
-            report(path, "a secret is written inline (a private key, or a password in a URL)",
+        elif holds_secret(value) and not _is_bootstrap_server(path):  # check_clusters says more there
+            report(path, "a secret is written inline (a private key, or a password in a URL or an address)",
                    "keep it in a secret store and reference it, e.g. ${env:NAME} or a file location")
 
     walk(data, [])
+
+
+def _is_bootstrap_server(path: list) -> bool:
+    return len(path) == 4 and path[0] == "clusters" and path[2] == "bootstrapServers"
 
 
 LISTED_NAMES = 10

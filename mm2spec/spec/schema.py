@@ -18,7 +18,7 @@ import jsonschema
 
 from mm2spec.resources import schema_path
 from mm2spec.spec.document import printable
-from mm2spec.spec.secrets import hides_value, holds_secret
+from mm2spec.spec.secrets import MASKED, hides_value, holds_secret, redact
 
 SCHEMA_PATH = schema_path("dr-spec.schema.json")
 
@@ -89,8 +89,14 @@ comparing grows with the key's length."""
 def show(value: Any, path: list) -> str:
     """``value`` as a message may echo it: hidden under ``security`` and sensitive keys or when it holds a
     secret, quoted with control characters escaped, and cut to ``SHOWN_CHARS``."""
-    if hides_value(path) or holds_secret(value):
+    if hides_value(path):
         return "(value hidden)"
+    if holds_secret(value):
+        # An address keeps its user and host (``mm2:(sensitive)@broker-1:9092``): the message still
+        # says which entry is wrong. A private key is hidden whole.
+        value = redact(value)
+        if value == MASKED:
+            return "(value hidden)"
     if isinstance(value, (dict, list)):
         return _type_name(value)
     text = f'"{printable(value)}"' if isinstance(value, str) else json.dumps(value)

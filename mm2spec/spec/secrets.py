@@ -17,12 +17,15 @@ Three uses, one rule:
 - ``inline_secret(key, value)``: a free-form config key (``config``, ``producerOverrides``, ...) that is
   sensitive may only hold a config-provider reference such as ``${env:NAME}``; a JAAS config may be
   written out, but each of its sensitive options (``password``, ``clientSecret``) must be a reference;
-- ``mask(field, value)``: plans show sensitive values as ``(sensitive)``, references as they are (they
-  only name a secret), and JAAS configs with their shape kept and only the secret options hidden.
+- ``mask(field, value)``: plans and ``promote`` show sensitive values as ``(sensitive)`` whatever their
+  shape (a string, a number, a list, a mapping), references as they are (they only name a secret),
+  and JAAS configs with their shape kept and only the secret options hidden; lists and mappings under
+  other keys are masked item by item, by the same rule.
 
-**Some values are secrets whatever their key** (``holds_secret``): a PEM private key, and the password
-of a URL (``http://user:password@host``). They are refused anywhere in a spec and hidden wherever a
-value is shown (``redact``).
+**Some values are secrets whatever their key** (``holds_secret``): a PEM private key, the password
+of a URL (``http://user:password@host``), and credentials written into an address
+(``user:password@host:9092``, as a bootstrap server). They are refused anywhere in a spec and
+hidden wherever a value is shown (``redact``).
 
 **A JAAS config is read by its grammar** (``LoginModule flag name=value ...;``, values bare, "double" or
 'single' quoted, as Kafka's ``JaasConfig`` reads them). Only one that parses can have its secret
@@ -51,7 +54,14 @@ _JAAS_CONFIG = re.compile(
     rf"(?:\s*[A-Za-z_$][A-Za-z0-9_.$]*\s+(?:required|requisite|sufficient|optional)(?:\s+{_OPTION})*\s*;)+\s*")
 _PEM_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
 # The password of a URL's user info. Anchored on "://" so a long value is scanned once, not from every position.
-_URL_PASSWORD = re.compile(r"://(?P<user>[^\s/@:]*):(?P<password>[^\s/@]+)@")
+# Up to the last "@" before the host: a password holding an unescaped "@" is hidden whole, not cut at its first.
+_URL_PASSWORD = re.compile(r"://(?P<user>[^\s/@:]*):(?P<password>[^\s/]*[^\s/@])@")
+# Credentials written into an address without a scheme (``user:password@host:9092``), at the start of the
+# value or of an item of a list written as one string (``a:b@h1:9092,h2:9092``). Anchored on the start or a
+# separator, and a password never runs past one, so a long value is scanned once. The user holds no
+# regex punctuation: a Java regex such as "(?:a)@b" is a pattern, not a login.
+_ADDRESS_PASSWORD = re.compile(
+    r"(?:^|(?<=[\s,;]))(?P<user>[^\s/@:,;?()\[\]{}|^$\\]*):(?P<password>[^\s/,;]*[^\s/@,;])@")
 
 MASKED = "(sensitive)"
 """What a plan shows instead of a secret."""
@@ -79,17 +89,21 @@ def hides_value(path: Iterable) -> bool:
 
 
 def holds_secret(value: object) -> bool:
-    """Whether a value is a secret whatever its key: it holds a PEM private key or a URL's password."""
-    return isinstance(value, str) and bool(_PEM_PRIVATE_KEY.search(value) or _URL_PASSWORD.search(value))
+    """Whether a value is a secret whatever its key: it holds a PEM private key, a URL's password or
+    credentials written into an address."""
+    return isinstance(value, str) and bool(_PEM_PRIVATE_KEY.search(value) or _URL_PASSWORD.search(value)
+                                           or _ADDRESS_PASSWORD.search(value))
 
 
 def redact(value: object) -> object:
-    """The value with what ``holds_secret`` finds hidden: a URL keeps its user and host, a PEM key is hidden whole."""
+    """The value with what ``holds_secret`` finds hidden: a URL or an address keeps its user and host,
+    a PEM key is hidden whole."""
     if not holds_secret(value):
         return value
     if _PEM_PRIVATE_KEY.search(value):
         return MASKED
-    return _URL_PASSWORD.sub(lambda m: f"://{m.group('user')}:{MASKED}@", value)
+    value = _URL_PASSWORD.sub(lambda m: f"://{m.group('user')}:{MASKED}@", value)
+    return _ADDRESS_PASSWORD.sub(lambda m: f"{m.group('user')}:{MASKED}@", value)
 
 
 def _option_value(option: re.Match) -> str:
@@ -123,17 +137,47 @@ def inline_secret(key: str, value: Any) -> bool:
     return not is_provider_reference(text)
 
 
-def mask(field: str, value: object) -> object:
-    """The value, or ``(sensitive)`` when the field can hold a secret and the value is not a reference.
+SHORTEST_KNOWN_SECRET = 4
+"""Shorter values seen under a sensitive key are not hidden elsewhere: ``mm2`` or ``30`` would hide
+usernames and task counts, and so short a secret gives little away."""
 
-    A JAAS config keeps its shape (login module, username) with only its secret options hidden; one
-    that does not parse as JAAS is hidden whole: it cannot be told safe. Under any other field, what
-    ``holds_secret`` finds is hidden (``redact``)."""
-    if value is None or not is_sensitive_key(field):
+
+def literal_secrets(value: object) -> set:
+    """The literal values (strings and numbers, not references) in ``value``, which sits under a
+    sensitive key: ``mask(..., known=)`` hides them wherever else they appear (a YAML alias copies a
+    password to any key)."""
+    if isinstance(value, dict):
+        return set().union(*(literal_secrets(item) for item in value.values()))
+    if isinstance(value, (list, tuple)):
+        return set().union(*(literal_secrets(item) for item in value))
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or len(str(value)) < SHORTEST_KNOWN_SECRET:
+        return set()
+    return set() if isinstance(value, str) and is_provider_reference(value) else {value}
+
+
+def mask(field: str, value: object, known: frozenset | set = frozenset()) -> object:
+    """The value as a plan or a promotion may show it, whatever its shape: the one place values are masked.
+
+    Under a sensitive ``field``, anything but a single string reference is ``(sensitive)`` whole (a
+    list, a mapping, a number, a tagged scalar's value); a JAAS config keeps its shape (login module,
+    username) with only its secret options hidden, and one that does not parse as JAAS is hidden
+    whole: it cannot be told safe. Under any other field, a mapping is masked key by key, a list item
+    by item, a value in ``known`` (``literal_secrets``) is hidden, and a string has what
+    ``holds_secret`` finds hidden (``redact``)."""
+    if value is None:
+        return None
+    if not is_sensitive_key(field):
+        if isinstance(value, dict):
+            return {key: mask(str(key), item, known) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [mask(field, item, known) for item in value]
+        if known and not isinstance(value, bool) and isinstance(value, (str, int, float)) and value in known:
+            return MASKED
         return redact(value)
-    text = str(value)
-    if is_provider_reference(text):
+    if not isinstance(value, str):
+        return MASKED
+    if is_provider_reference(value):
         return value
-    if is_jaas_key(field) and _parses_as_jaas(text):
-        return _JAAS_OPTION.sub(_hide_option, text)
+    if is_jaas_key(field) and _parses_as_jaas(value):
+        return _JAAS_OPTION.sub(_hide_option, value)
     return MASKED

@@ -104,6 +104,8 @@ class MirrorFlowConfig:
     replication_policy_separator: str = SEPARATOR_DEFAULT
     offset_syncs_topic_location: str = defaults.OFFSET_SYNCS_TOPIC_LOCATION_DEFAULT
     offset_lag_max: int = defaults.OFFSET_LAG_MAX_DEFAULT
+    tasks_max: int = 1
+    """MM2's ``tasks.max``: the mirror source's tasks per micro-batch, each with one consumer."""
     emit_checkpoints: bool = defaults.EMIT_CHECKPOINTS_ENABLED_DEFAULT
     emit_checkpoints_interval_s: float = float(defaults.EMIT_CHECKPOINTS_INTERVAL_SECONDS_DEFAULT)
     sync_group_offsets: bool = defaults.SYNC_GROUP_OFFSETS_ENABLED_DEFAULT
@@ -148,6 +150,8 @@ class SparkSettings:
     driver_memory: str | None = None
     """spark.driver.memory: in local mode the driver JVM runs the executors too (Spark's default: 1g)."""
     conf: tuple[tuple[str, str], ...] = ()
+    source: str = defaults.SPARK_SOURCE_DEFAULT
+    """The Kafka source: ``mirror`` (mm2spec's, ``tasks.max`` tasks a batch) or ``kafka`` (Spark's)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,19 @@ def _setting(flow: Mapping[str, Any], key: str, default, cast=float):
     """``key``'s value read as ``cast`` (bool: true/false), MM2's ``default`` when absent."""
     value = flow.get(key, default)
     return _bool(value, key) if cast is bool else _number(value, key, cast)
+
+
+def _tasks_max(flow: Mapping[str, Any], name: str) -> int:
+    tasks = _setting(flow, "tasks.max", 1, int)
+    if tasks < 1:
+        raise JobConfigError(f"flow {name!r}: tasks.max must be at least 1, got {tasks}")
+    return tasks
+
+
+def _source(value: Any) -> str:
+    if value not in defaults.SPARK_SOURCES:
+        raise JobConfigError(f"spark.source must be one of {', '.join(defaults.SPARK_SOURCES)}, got {value!r}")
+    return str(value)
 
 
 def _cluster(flow: Mapping[str, Any], role: str, environ: Mapping[str, str]) -> ClusterConnection:
@@ -240,6 +257,7 @@ def parse_flow(flow: Mapping[str, Any], environ: Mapping[str, str] | None = None
         replication_policy_separator=str(flow.get("replication.policy.separator", SEPARATOR_DEFAULT)),
         offset_syncs_topic_location=location,
         offset_lag_max=_setting(flow, "offset.lag.max", defaults.OFFSET_LAG_MAX_DEFAULT, int),
+        tasks_max=_tasks_max(flow, str(name)),
         emit_checkpoints=_setting(flow, "emit.checkpoints.enabled", defaults.EMIT_CHECKPOINTS_ENABLED_DEFAULT, bool),
         emit_checkpoints_interval_s=_setting(flow, "emit.checkpoints.interval.seconds",
                                              defaults.EMIT_CHECKPOINTS_INTERVAL_SECONDS_DEFAULT),
@@ -277,6 +295,7 @@ def parse_job_config(data: Mapping[str, Any], environ: Mapping[str, str] | None 
         executor_memory=spark.get("executor.memory"),
         driver_memory=spark.get("driver.memory"),
         conf=tuple(sorted((str(k), str(v)) for k, v in (spark.get("conf") or {}).items())),
+        source=_source(spark.get("source", defaults.SPARK_SOURCE_DEFAULT)),
     )
     flows = tuple(parse_flow(f, environ) for f in data.get("flows") or [])
     if not flows:

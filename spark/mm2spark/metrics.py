@@ -117,6 +117,8 @@ class MirrorMetrics:
         self.started_at = time.time()
         self.state = "starting"
         self.flows: dict[str, FlowFigures] = {}
+        self.most_tasks_per_stage: int | None = None
+        """The most tasks any Spark stage of the job ran (Spark's listener: mm2spec.spark.StageTasks)."""
         self._window: dict[tuple[str, str], deque] = {}
         self._lock = threading.Lock()
 
@@ -181,6 +183,7 @@ class MirrorMetrics:
                 "state": self.state,
                 "pid": os.getpid(),
                 "startedAt": self.started_at,
+                "mostTasksPerStage": self.most_tasks_per_stage,
                 "updatedAt": time.time(),
                 "flows": {name: _camel(asdict(f)) for name, f in self.flows.items()},
             }

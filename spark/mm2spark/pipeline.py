@@ -52,6 +52,11 @@ SOURCE_CONSUMER_KEYS = ("isolation.level", "fetch.min.bytes", "fetch.max.bytes",
 SOURCE_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": "4194304"}
 
 
+#: mm2spec's Kafka source for mirroring (spark/java/mm2spec/spark/source, in the writer's jar).
+MIRROR_SOURCE = "mm2spec.spark.source.MirrorSource"
+
+#: At a stop, how long a query may take to stop (``spark.sql.streaming.stopTimeout``).
+QUERY_STOP_TIMEOUT_S = 15
 #: At a stop, how long the queued offset syncs may take to be sent (they are re-derived after a restart).
 STOP_FLUSH_TIMEOUT_S = 15.0
 #: A stop still going after this long writes every Python thread's stack to the log.
@@ -173,12 +178,19 @@ class FlowPipeline:
             log.info("flow=%s loaded %d offset syncs from %s", self.flow.name, len(syncs), self.syncs_topic)
 
     def source_frame(self) -> DataFrame:
-        reader = (self.spark.readStream.format("kafka")
-                  .option("subscribePattern", subscribe_pattern(self.flow))
-                  .option("startingOffsets", self.starting_offsets())
-                  .option("includeHeaders", "true")
-                  # MM2 carries on past records deleted by retention before they were mirrored.
-                  .option("failOnDataLoss", "false"))
+        """The flow's source as a stream: mm2spec's mirror source (``tasks.max`` tasks a batch, see
+        spark/java/mm2spec/spark/source) or Spark's Kafka source; same columns, same checkpoint offsets."""
+        if self.job.spark.source == "mirror":
+            reader = (self.spark.readStream.format(MIRROR_SOURCE)
+                      .option("tasks", str(self.flow.tasks_max)))
+        else:
+            reader = (self.spark.readStream.format("kafka")
+                      .option("includeHeaders", "true")
+                      # MM2 carries on past records deleted by retention before they were mirrored
+                      # (the mirror source always does).
+                      .option("failOnDataLoss", "false"))
+        reader = (reader.option("subscribePattern", subscribe_pattern(self.flow))
+                  .option("startingOffsets", self.starting_offsets()))
         consumer = {**self.flow.source.java_properties(), **SOURCE_CONSUMER_DEFAULTS}
         if self.flow.exactly_once:
             consumer["isolation.level"] = "read_committed"
@@ -375,6 +387,9 @@ def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
         "spark.pyspark.python": sys.executable,
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        # A query's stop waits at most this long for its batch thread (Spark's default: forever); the
+        # mirror source's Kafka calls give way to the stop at once, so this bounds the rest.
+        "spark.sql.streaming.stopTimeout": f"{QUERY_STOP_TIMEOUT_S}s",
         # Spark redacts matching option values in plans, logs and the UI (JAAS configs hold passwords).
         "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
         "spark.redaction.regex": "(?i)secret|password|token|jaas",
@@ -421,6 +436,8 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
+    jvm = spark.sparkContext._jvm
+    spark.sparkContext._jsc.sc().addSparkListener(jvm.mm2spec.spark.StageTasks())
     workdir = Path(tempfile.mkdtemp(prefix="mm2spark-"))
     spark.sparkContext.addPyFile(package_zip(workdir))
     pipelines = [FlowPipeline(spark, job, flow, metrics) for flow in job.flows]
@@ -459,6 +476,7 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
                         break
                     backoff[p.flow.name] = min(60.0, backoff[p.flow.name] * 2)
                     p.start()
+            metrics.most_tasks_per_stage = jvm.mm2spec.spark.StageTasks.most()
             metrics.write_status()
     except BaseException:
         log.exception("the mirror's control loop failed")

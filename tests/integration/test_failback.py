@@ -152,12 +152,12 @@ def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka
     state_dir = str(tmp_path / "spark")
     request.addfinalizer(lambda: mirror.stop(state_dir))  # the job the failback restarts, also when a check fails
     spec = _setup(pair, tmp_path, topic)
-    code, out = _run(capsys, "failover", str(spec), "--state-dir", state_dir)
+    code, out = _run(capsys, "failover", str(spec), "--state-dir", state_dir, "--yes")
     assert code == 0, out
     switch_primary, switch_dr = _ends(pair, "primary", topic), _ends(pair, "dr", topic)
     _clients_on_dr(pair, topic, random.Random(5))
     dr_offsets = _offsets(pair, "dr")
-    args = ("failback", str(spec), "--state-dir", state_dir)
+    args = ("failback", str(spec), "--state-dir", state_dir, "--yes")
 
     # --check: says what would be copied, writes nothing.
     code, out = _run(capsys, *args, "--check", "--format", "json")
@@ -173,7 +173,7 @@ def test_planned_failback_copies_only_new_records_and_moves_groups_exactly(kafka
     partial.write_text(yaml.safe_dump({"name": "partial", "tasks": [
         {"name": "preflight", "failback.preflight": {}}, {"name": "stranded", "failback.stranded": {}},
         {"name": "begin", "failback.begin": {}}, {"name": "copy", "failback.copy": {}}]}))
-    code, out = _run(capsys, "playbook", "run", str(partial), str(spec), "--state-dir", state_dir)
+    code, out = _run(capsys, "playbook", "run", str(partial), str(spec), "--state-dir", state_dir, "--yes")
     assert code == 0, out
     assert sum(_ends(pair, "primary", topic)) - sum(switch_primary) == ON_DR
     _produce(pair.dr.bootstrap, topic, ON_DR, MORE_ON_DR, "dr")
@@ -217,7 +217,7 @@ def _strand(pair, spec: Path, state_dir: str, topic: str, capsys) -> list[int]:
     mirror.stop(state_dir)
     primary_before = _ends(pair, "primary", topic)
     _produce(pair.primary.bootstrap, topic, 0, 30, "stranded")
-    code, out = _run(capsys, "failover", str(spec), "--state-dir", state_dir, "--source-unreachable")
+    code, out = _run(capsys, "failover", str(spec), "--state-dir", state_dir, "--source-unreachable", "--yes")
     assert code == 0, out
     return [e - b for e, b in zip(_ends(pair, "primary", topic), primary_before)]
 
@@ -227,7 +227,7 @@ def test_stranded_records_refused_then_kept_then_rebuilt(kafka_pair, tmp_path, c
     state_dir = str(tmp_path / "spark")
     request.addfinalizer(lambda: mirror.stop(state_dir))
     spec = _setup(pair, tmp_path, topic, name=f"{NAME}-stranded")
-    args = ("failback", str(spec), "--state-dir", state_dir)
+    args = ("failback", str(spec), "--state-dir", state_dir, "--yes")
     stranded = _strand(pair, spec, state_dir, topic, capsys)
     _clients_on_dr(pair, topic, random.Random(6))
 

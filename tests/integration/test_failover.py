@@ -138,7 +138,7 @@ def _wait(check, timeout: float, what: str, job=None) -> None:
 def test_planned_failover_check_then_exact_then_idempotent(failover_setup, capsys):
     pair, spec, state_dir, committed, job = failover_setup
     _wait(lambda: _lagging(pair), CATCH_UP_TIMEOUT, "the mirror to copy the seed records", job)
-    args = ("failover", str(spec), "--state-dir", str(state_dir))
+    args = ("failover", str(spec), "--state-dir", str(state_dir), "--yes")
 
     # Healthy DR: every verify check passes (checkpoints are emitted every second).
     _wait(lambda: [] if _run(capsys, "verify", str(spec), "--state-dir", str(state_dir), "--quiet")[0] == 0
@@ -159,15 +159,17 @@ def test_planned_failover_check_then_exact_then_idempotent(failover_setup, capsy
     assert mirror.status(state_dir).running
     assert "primary-to-dr" not in read_states(_cluster(pair, "dr"), "it-failover")
 
-    # A consumer of one group is already active on DR: the commit is refused naming it, before any
-    # group is committed; the run says which tasks completed.
+    # A consumer of one group is already active on DR: the preflight refuses naming it, before
+    # anything is written (the mirror still runs, no state recorded); the run says which tasks ran.
     member = Consumer({"bootstrap.servers": pair.dr.bootstrap, "group.id": GROUPS[0], "client.id": "early-bird",
                        "session.timeout.ms": 45000})
     member.subscribe([TOPIC])
     _wait(lambda: (member.poll(0.2), not member.assignment())[1], 60, "the DR consumer to join")
     code, out = _run(capsys, *args)
-    assert code == 1 and "early-bird" in out and "nothing was committed" in out, out
+    assert code == 1 and "early-bird" in out and "nothing was changed" in out, out
     assert "not run" in out
+    assert mirror.status(state_dir).running
+    assert "primary-to-dr" not in read_states(_cluster(pair, "dr"), "it-failover")
     assert {g: o for g, o in _dr_offsets(pair).items() if g != GROUPS[0]} == {g: o for g, o in before.items() if g != GROUPS[0]}
     member.close()
 

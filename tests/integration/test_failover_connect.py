@@ -135,7 +135,7 @@ def test_planned_failover_on_mm2_resumes_every_group_at_the_next_record(connect_
     with RecordReader(state.cluster(SOURCE)) as src, RecordReader(state.cluster(TARGET)) as dr:
         _wait(lambda: _lagging(src, dr), CATCH_UP_TIMEOUT, "MM2 to copy the seed records")
 
-    args = ("failover", str(spec), "--connect-url", url)
+    args = ("failover", str(spec), "--connect-url", url, "--yes")
     code, out = _run(capsys, *args, "--format", "json", "--diff")
     assert code == 0, out
     report = _report(out)
@@ -191,7 +191,7 @@ def test_failback_on_mm2_copies_dr_records_back_and_resumes_the_connectors(conne
     for group, offsets in dr_offsets.items():
         _commit(target, group, offsets)
 
-    code, out = _run(capsys, "failback", str(spec), "--connect-url", url, "--format", "json")
+    code, out = _run(capsys, "failback", str(spec), "--connect-url", url, "--format", "json", "--yes")
     assert code == 0, out
     assert _report(out)["totals"]["skipped"] == 0, out
     for p in range(PARTITIONS):

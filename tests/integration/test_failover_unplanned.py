@@ -84,7 +84,7 @@ def _exact(pair, committed) -> None:
 
 def test_a_failover_killed_mid_run_converges_when_run_again(running_mirror, capsys):
     pair, spec, state_dir, _job, committed = running_mirror
-    args = ["failover", str(spec), "--state-dir", str(state_dir)]
+    args = ["failover", str(spec), "--state-dir", str(state_dir), "--yes"]
     process = subprocess.Popen(CLI + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     seen = []
@@ -99,7 +99,13 @@ def test_a_failover_killed_mid_run_converges_when_run_again(running_mirror, caps
     state = read_states(_cluster(pair, "dr"), SPEC_NAME)["primary-to-dr"]
     assert state.phase == "switching" and not mirror.status(state_dir).running
 
-    code, out = _run(capsys, *args, "--format", "json")
+    # The killed run still holds the DR pair's lease (it expires in a minute): a re-run is refused
+    # naming it, changing nothing; the operator who knows it is dead takes it over.
+    code, out = _run(capsys, *args, "--quiet")
+    assert code == 1 and "failover by " in out and f"pid {process.pid}" in out and "--break-lease" in out, out
+    assert read_states(_cluster(pair, "dr"), SPEC_NAME)["primary-to-dr"].phase == "switching"
+
+    code, out = _run(capsys, *args, "--break-lease", "--format", "json")
     assert code == 0, out
     report = _report(out)
     assert report["totals"]["skipped"] == 0 and report["totals"]["reread"] == 0
@@ -140,7 +146,7 @@ def test_unplanned_failover_with_the_source_killed(running_mirror, capsys):
     os.kill(primary.pid, signal.SIGKILL)
     _wait(lambda: [] if not primary.alive() else ["primary still alive"], 30, "the primary to die")
 
-    args = ["failover", str(spec), "--state-dir", str(state_dir), "--limit", "group=fo-app-u.*"]
+    args = ["failover", str(spec), "--state-dir", str(state_dir), "--limit", "group=fo-app-u.*", "--yes"]
     code, out = _run(capsys, *args, "--quiet")
     assert code == 1 and "--source-unreachable" in out, out  # the plain run names the way out
 

@@ -1,5 +1,6 @@
 """mm2spec as a user installs it: ``python -m build`` makes a wheel and an sdist, the wheel goes into
-a fresh virtualenv outside the repository, and its ``mm2spec`` runs from a temporary directory:
+a fresh virtualenv outside the repository (with the ``spark`` extra; ``test_package_core.py`` installs
+the core alone), and its ``mm2spec`` runs from a temporary directory:
 ``--version``, ``validate`` and ``render`` on the example spec, ``plan`` against real clusters,
 and ``mirror`` running the Spark job shipped inside the wheel.
 
@@ -51,7 +52,8 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert [s.name for s in sdists] == [f"mm2spec-{__version__}.tar.gz"]
     env = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=INSTALL_TIMEOUT)
-    subprocess.run([str(env / "bin" / "pip"), "install", "--quiet", str(wheels[0])],
+    # With the spark extra: this module runs the Spark job (test_package_core.py installs no extra).
+    subprocess.run([str(env / "bin" / "pip"), "install", "--quiet", f"{wheels[0]}[spark]"],
                    check=True, capture_output=True, timeout=INSTALL_TIMEOUT)
     return env
 

@@ -8,6 +8,7 @@ job config, and judges only what a consumer of the dr cluster sees.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import sys
@@ -443,3 +444,58 @@ def test_only_whole_topic_names_are_mirrored(kafka_pair, spark_ready, tmp_path):
         assert mirror.status(deployment).running
     finally:
         mirror.stop(deployment)
+
+
+def test_hundreds_of_partitions_run_in_tasks_max_tasks_with_every_record_kept(kafka_pair, spark_ready, tmp_path):
+    """The mirror source at width: 300 partitions (60 topics x 5) with tasks.max 3. Spark's own
+    listener saw no stage run more than 3 tasks (Spark's Kafka source would run one per partition),
+    and every record is on DR in its partition, in order, with its key, value, headers and
+    timestamp."""
+    uid = uuid.uuid4().hex[:8]
+    topics = [f"wide-{uid}-{n:02d}" for n in range(60)]
+    primary, dr = kafka_pair.primary.bootstrap, kafka_pair.dr.bootstrap
+    admin = AdminClient({"bootstrap.servers": primary})
+    for future in admin.create_topics([NewTopic(t, 5, -1) for t in topics]).values():
+        future.result(60)
+    for topic in topics:
+        produce(primary, topic, 15, 5)  # 3 records in each of the 300 partitions
+    config = job_config(kafka_pair, f"wide-{uid}", f"wide-{uid}-.*", "none", tmp_path / "checkpoints",
+                        exactly_once=False)
+    config["flows"][0]["tasks.max"] = "3"
+    deployment = mirror.start(config, state_dir=tmp_path / "state", wait_running=START_TIMEOUT)
+    try:
+        wait_for(lambda: all(end_offsets(dr, t) == end_offsets(primary, t) for t in topics), 300,
+                 "all 300 partitions on DR", deployment)
+        # Later batches (new records) go through the same consumers: 3 more records per partition.
+        for topic in topics:
+            produce(primary, topic, 15, 5, start=15)
+        wait_for(lambda: all(end_offsets(dr, t) == end_offsets(primary, t) for t in topics), 300,
+                 "the second round on DR", deployment)
+        status = json.loads(deployment.status_file.read_text())
+        assert 1 <= status["mostTasksPerStage"] <= 3, status["mostTasksPerStage"]
+        on_dr, on_primary = read_partitions(dr, topics, 1800), read_partitions(primary, topics, 1800)
+        assert len(on_primary) == 300 and sum(len(r) for r in on_primary.values()) == 1800
+        assert on_dr == on_primary
+    finally:
+        mirror.stop(deployment)
+
+
+def read_partitions(bootstrap: str, topics: list[str], expected: int) -> dict[tuple[str, int], list[tuple]]:
+    """Every record of every partition of ``topics`` with one consumer: (topic, partition) ->
+    [(offset, key, value, headers, timestamp)] in order; ``expected`` records in all."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"it-reader-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        metadata = consumer.list_topics(timeout=30).topics
+        consumer.assign([TopicPartition(t, p, 0) for t in topics for p in metadata[t].partitions])
+        out: dict[tuple[str, int], list[tuple]] = {(t, p): [] for t in topics for p in metadata[t].partitions}
+        deadline, count = time.monotonic() + 120, 0
+        while count < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(10000, timeout=1.0):
+                if not msg.error():
+                    out[(msg.topic(), msg.partition())].append(
+                        (msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]))
+                    count += 1
+        return out
+    finally:
+        consumer.close()

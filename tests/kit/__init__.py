@@ -4,6 +4,7 @@
 - ``ledger``: ledger-checked traffic (every acknowledged record accounted for on the target)
 - ``faults``: fault runs (kill -9, broker restarts, cut links) of the Spark mirror under load
 - ``acl_matrix``: the least-privilege probe matrix
+- ``leases``: a DR pair's lease in memory, fenced as Kafka's transactions fence (unit tests)
 
 Imported as ``tests.kit`` from the project root (pytest runs from there; the benchmarks put the
 root on ``sys.path``). May import anything in ``mm2spec``.

@@ -72,6 +72,7 @@ def test_dockerfile_builds_on_spark_image_with_mm2spec_and_the_jars():
     spark = versions()["SPARK_VERSION"]
     assert f"FROM apache/spark:{spark}-" in text
     assert f"mm2spec-{__version__}-py3-none-any.whl" in text
+    assert f"'/tmp/mm2spec-{__version__}-py3-none-any.whl[spark]'" in text  # the job imports pyspark: its extra
     assert f"/opt/mm2spec/cache/spark-kafka-{spark}/jars/" in text
     assert "/opt/mm2spec/mirror_job.py" in text  # the SparkApplication's mainApplicationFile
 

@@ -21,6 +21,7 @@ from mm2spec.ops.playbooks.report import Outcome, render
 from mm2spec.ops.playbooks.runner import run
 from mm2spec.spec.document import Position
 from mm2spec.spec.load import load_desired_state
+from tests.kit.leases import MemoryLeaseStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
@@ -29,10 +30,15 @@ FENCES = "fences"
 
 
 class OfflineContext(Context):
-    """A context that reads no cluster: no flow is failed over."""
+    """A context that reads no cluster: no flow is failed over; DR leases kept in memory."""
+
+    leases: dict = {}
 
     def failover_states(self, refresh: bool = False):
         return {}
+
+    def lease_store(self, source: str, target: str) -> MemoryLeaseStore:
+        return self.leases.setdefault((source, target), MemoryLeaseStore())
 
 
 class FencesSection:

@@ -23,6 +23,7 @@ from mm2spec.ops.modules.sections import TRANSLATIONS
 from mm2spec.ops.modules.translate import Anchor, Translation, align, mm2_translation, nearest_sync
 from mm2spec.spec.document import Position
 from mm2spec.spec.load import load_desired_state
+from tests.kit.leases import MemoryLeaseStore
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "playbook"
@@ -122,10 +123,15 @@ def test_limit_parsing():
 # ------------------------------------------------------------------------------------- runner
 
 class OfflineContext(Context):
-    """A context that reads no cluster: no flow is failed over."""
+    """A context that reads no cluster: no flow is failed over; DR leases kept in memory."""
+
+    leases: dict = {}
 
     def failover_states(self, refresh: bool = False):
         return {}
+
+    def lease_store(self, source: str, target: str) -> MemoryLeaseStore:
+        return self.leases.setdefault((source, target), MemoryLeaseStore())
 
 
 def _context(check: bool = False, **options) -> Context:

@@ -7,7 +7,8 @@ import pytest
 
 from mm2spec.plan.formats import mask
 from mm2spec.spec.document import parse
-from mm2spec.spec.secrets import hides_value, inline_secret, is_provider_reference, is_sensitive_key
+from mm2spec.spec.secrets import (hides_value, holds_secret, inline_secret, is_provider_reference, is_sensitive_key,
+                                  literal_secrets, redact)
 from mm2spec.spec.validate import validate
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="{}";'
@@ -131,3 +132,55 @@ def test_validate_reports_inline_secrets_at_their_key_and_never_echoes_them():
 ])
 def test_plans_mask_secrets_but_show_references_and_harmless_keys(field, value, shown):
     assert mask(field, value) == shown
+
+
+@pytest.mark.parametrize("field,value,shown", [
+    # Under a sensitive key every shape is hidden whole: a list, a mapping, a number, a boolean.
+    ("password", ["pw-1", "pw-2"], "(sensitive)"),
+    ("ssl.key.password", {"value": "pw"}, "(sensitive)"),
+    ("ssl.key.password", 3.14, "(sensitive)"),
+    ("sasl.jaas.config", ["M required password=p;"], "(sensitive)"),
+    ("passwordSecret", ["${env:A}"], "(sensitive)"),  # only a single string can be a reference
+    # Under any other key, containers are masked by the same rule inside.
+    ("config", {"ssl.truststore.password": "pw", "tasks.max": 4}, {"ssl.truststore.password": "(sensitive)",
+                                                                   "tasks.max": 4}),
+    ("config", {"nested": {"token": ["t"]}}, {"nested": {"token": "(sensitive)"}}),
+    ("bootstrapServers", ["mm2:pw@b-1:9092", "b-2:9092"], ["mm2:(sensitive)@b-1:9092", "b-2:9092"]),
+    ("items", [{"secret": 42}, "plain"], [{"secret": "(sensitive)"}, "plain"]),
+])
+def test_mask_hides_secrets_whatever_their_shape(field, value, shown):
+    assert mask(field, value) == shown
+
+
+def test_values_known_as_secrets_are_hidden_under_any_key():
+    known = literal_secrets({"password": ["pw-copied", "${env:REF}", "abc"], "n": 918273645})
+    assert known == {"pw-copied", 918273645}  # not references, not values too short to give anything away
+    assert mask("labels", {"copied": "pw-copied", "n": 918273645, "ref": "${env:REF}"}, known) == \
+        {"copied": "(sensitive)", "n": "(sensitive)", "ref": "${env:REF}"}
+
+
+@pytest.mark.parametrize("value,shown", [
+    ("mm2:hunter2@broker-1:9092", "mm2:(sensitive)@broker-1:9092"),
+    ("SASL_SSL://mm2:hunter2@broker-1:9092", "SASL_SSL://mm2:(sensitive)@broker-1:9092"),
+    ("b-0:9092,mm2:hunter2@b-1:9092", "b-0:9092,mm2:(sensitive)@b-1:9092"),
+    ("mm2:hun@ter2@broker-1:9092", "mm2:(sensitive)@broker-1:9092"),  # an unescaped "@" in the password
+    ("http://admin:hun@ter2@connect:8083/x", "http://admin:(sensitive)@connect:8083/x"),
+])
+def test_credentials_in_an_address_are_masked(value, shown):
+    assert holds_secret(value) and redact(value) == shown and "ter2" not in shown
+
+
+@pytest.mark.parametrize("value", ["broker-1:9092", "user@broker-1:9092", "http://connect:8083", "(?:orders)@x",
+                                   "invoices-.*", "[::1]:9092"])
+def test_addresses_without_a_password_are_shown(value):
+    assert not holds_secret(value) and redact(value) == value
+
+
+def test_a_bootstrap_server_with_credentials_is_refused_without_echoing_the_password():
+    root = parse("apiVersion: mm2spec/v1\nkind: DisasterRecovery\nmetadata: {name: demo}\nclusters:\n"
+                 "  primary: {bootstrapServers: [\"mm2:hunter2@p-1:9092\"]}\n"
+                 "  dr: {bootstrapServers: [\"SASL_SSL://mm2:hunter2@d-1:9092\"]}\n"
+                 "mirrors:\n  - {source: primary, target: dr, topics: [orders]}\n", "s.yaml")
+    messages = [str(d) for d in validate(root)]
+    assert len(messages) == 2 and all("holds credentials" in m and "(sensitive)@" in m for m in messages)
+    assert not any("hunter2" in m for m in messages)

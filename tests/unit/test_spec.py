@@ -149,11 +149,24 @@ def test_render_writes_nothing_when_invalid(tmp_path, capsys):
     assert "/mirrors/0/tasksMax: environment dev: tasksMax must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("where", ["a-file", "a-file/below", "missing/../a-file/deeper/still"])
+def test_render_refuses_an_unusable_out_before_it_loads_the_spec(where, tmp_path, capsys, monkeypatch):
+    # A spec with 50,000 regex topics took 1.2 GB before render said its --out was unusable: the spec
+    # must not even be read when --out cannot be written.
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr("mm2spec.cli.spec.load_desired_state", lambda *a: pytest.fail("the spec was loaded"))
+    assert main(["render", str(EXAMPLE), "--out", str(tmp_path / where)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {tmp_path / where}") and "a-file is not a folder" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_render_writes_every_file(tmp_path):
     assert main(["render", str(EXAMPLE), "--env", "dev", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["connect-distributed.properties", "mm2.properties", "primary-to-dr-MirrorCheckpointConnector.json",
-                     "primary-to-dr-MirrorSourceConnector.json", "resources.json", "resources.txt", "spark-mirror.json"]
+    assert names == ["connect-distributed.properties", "grafana-dashboard.json", "mm2.properties",
+                     "primary-to-dr-MirrorCheckpointConnector.json", "primary-to-dr-MirrorSourceConnector.json",
+                     "prometheus-rules.yml", "prometheus.yml", "resources.json", "resources.txt", "spark-mirror.json"]
 
 
 def test_an_undefined_cluster_alias_is_a_domain_error_naming_the_defined_ones():

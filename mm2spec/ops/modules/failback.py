@@ -76,6 +76,10 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     work = pending(ctx)
     if not work:
         return _nothing(ctx)
+    if ctx.options.limit_groups and not any(_dr_groups(ctx, flow) for flow, _state in work):
+        raise OperationRefused(f"--limit group={ctx.options.limit_groups}: no group of the failed-over flows "
+                               f"({', '.join(f.name for f, _s in work)}) matches on DR: check the pattern (a full "
+                               "match of the group name); nothing was changed")
     outcomes = []
     for flow, state in work:
         if state.phase == "switching":
@@ -525,16 +529,17 @@ def clear(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 FINAL_ARG = {"type": "boolean", "description": "copy to DR's very end and check it no longer grows (after the fence)"}
 
 MODULES = [
-    Module("failback.preflight", "Check that a completed failover is recorded and the source answers.", preflight),
+    Module("failback.preflight", "Check that a completed failover is recorded and the source answers.", preflight,
+           writes=False),
     Module("failback.stranded", "Count records stranded on the source; refuse unless --stranded says keep or rebuild.",
-           stranded),
+           stranded, writes=False),
     Module("failback.begin", "Record failing-back with each partition's copy start (a re-run resumes from it).", begin),
     Module("failback.rebuild", "Delete and recreate the source topics rebuilt from DR (--stranded=rebuild).", rebuild,
            arguments(timeout=TIMEOUT_ARG)),
     Module("failback.copy", "Copy DR's records written since the switch back to the source (the reverse flow).", copy,
            arguments(final=FINAL_ARG)),
     Module("failback.translate", "Translate every group's DR offsets to the source, exactly.", translate,
-           sections=(TRANSLATIONS_SECTION,)),
+           sections=(TRANSLATIONS_SECTION,), writes=False),
     Module("failback.commit", "Commit the translated offsets on the source (inactive groups only, never backwards).",
            commit, needs=("failback.translate",), ends_rto=True),
     Module("failback.restart_mirror", "Restart the forward mirror from the source's end (no record mirrored twice).",

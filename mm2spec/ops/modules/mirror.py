@@ -95,9 +95,9 @@ def wait_caught_up(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
 
 
 MODULES = [
-    Module("mirror.status", "Show whether each flow's mirror runs.", status),
+    Module("mirror.status", "Show whether each flow's mirror runs.", status, writes=False),
     Module("mirror.stop", "Stop each flow's mirror (the Spark job, or the MM2 connectors).", stop,
            arguments(timeout=TIMEOUT_ARG)),
     Module("mirror.wait_caught_up", "Wait until DR holds every source record (compared by content).", wait_caught_up,
-           arguments(timeout=TIMEOUT_ARG)),
+           arguments(timeout=TIMEOUT_ARG), writes=False),
 ]

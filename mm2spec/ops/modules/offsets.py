@@ -1,5 +1,6 @@
-"""Modules ``offsets.translate`` and ``offsets.commit``: every selected group's source position,
-translated to DR exactly (see ``translate``), then committed there.
+"""Modules ``offsets.preflight``, ``offsets.translate`` and ``offsets.commit``: the selected groups
+checked before anything is written, every selected group's source position translated to DR
+exactly (see ``translate``), then committed there.
 
 Planned (the source answers): walk from the nearest offset sync on both clusters, by content.
 Unplanned (``--source-unreachable``): the checkpoints already on DR (MM2's rounding down: no
@@ -176,6 +177,40 @@ def _rpo(ctx: Context, flow: MirrorFlow) -> list[dict]:
     return found
 
 
+def _selected_groups(ctx: Context, flow: MirrorFlow) -> list[str]:
+    """The flow's groups ``--limit group=`` lets through: on the source, or (source unreachable)
+    those MM2 checkpointed on DR."""
+    if not ctx.options.source_unreachable:
+        return groups(ctx, flow)
+    return sorted({group for group, _topic, _partition in checkpoints(ctx, flow) if ctx.group_selected(group)})
+
+
+def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Before anything is written: ``--limit group=`` selects some group, and no selected group has
+    members on DR (they would read there before their offsets are translated) unless --skip-active;
+    ``offsets.commit`` checks the same, but only after the mirror stopped."""
+    outcomes, selected_any = [], False
+    for flow in ctx.flows:
+        names = _selected_groups(ctx, flow)
+        selected_any = selected_any or bool(names)
+        states = ctx.client(GroupOffsets, flow.target).describe(names) if names else {}
+        active = {g: s.members for g, s in states.items() if s.members}
+        if active and not ctx.options.skip_active:
+            shown = "; ".join(f"{g}: {', '.join(m)}" for g, m in sorted(active.items()))
+            raise OperationRefused(f"{flow.name}: groups with active members on {flow.target} ({shown}): stop those "
+                                   "consumers first, or pass --skip-active to leave these groups alone; nothing was "
+                                   "changed")
+        left = f"; {len(active)} active there left alone (--skip-active)" if active else ""
+        outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len(names)} groups selected, none consuming on "
+                                f"{flow.target}{left}", flow=flow.name))
+    if ctx.options.limit_groups and not selected_any:
+        where = "checkpointed on DR" if ctx.options.source_unreachable else "on the source"
+        raise OperationRefused(f"--limit group={ctx.options.limit_groups}: no group of the selected flows "
+                               f"({', '.join(f.name for f in ctx.flows)}) matches {where}: check the pattern "
+                               "(a full match of the group name); nothing was changed")
+    return outcomes
+
+
 def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Translate every selected group's committed offsets; fails when any partition cannot be."""
     outcomes, everything, by_flow = [], [], {}
@@ -266,8 +301,10 @@ def _commit_group(ctx: Context, flow: MirrorFlow, cluster: str, client: GroupOff
 
 
 MODULES = [
+    Module("offsets.preflight", "Check the selected groups before anything is written (some selected, none active on DR).",
+           preflight, writes=False),
     Module("offsets.translate", "Translate every selected group's source offsets to DR (exact when the source answers).",
-           translate, sections=(TRANSLATIONS_SECTION, RPO_SECTION)),
+           translate, sections=(TRANSLATIONS_SECTION, RPO_SECTION), writes=False),
     Module("offsets.commit", "Commit the translated offsets on DR (inactive groups only, never backwards).", commit,
            arguments(), needs=("offsets.translate",), ends_rto=True),
 ]

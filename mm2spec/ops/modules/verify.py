@@ -6,6 +6,7 @@ Each check reads only, ends ``ok`` or ``failed``, and a failure says what to do.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from mm2spec.errors import Mm2specError
@@ -17,6 +18,7 @@ from mm2spec.ops.playbooks.module import Module, arguments
 from mm2spec.ops.modules.offsets import BY_FLOW
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.topology import checkpoints, groups, offset_syncs, partitions
+from mm2spec.spec.model import MirrorFlow
 
 HEARTBEATS_TOPIC = "heartbeats"
 """MM2's MirrorHeartbeatConnector writes to this topic on the target cluster."""
@@ -68,10 +70,12 @@ def topics(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 def lag(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     """Per partition: records behind (from the latest offset sync) and the age of the oldest
-    unmirrored record, the RPO if the source died now."""
-    max_age = float(args.get("max_age_seconds", DEFAULT_MAX_AGE_S))
+    unmirrored record, the RPO if the source died now, against the flow's ``rpoSeconds`` objective
+    (``max_age_seconds`` for a flow without one)."""
+    default_max_age = float(args.get("max_age_seconds", DEFAULT_MAX_AGE_S))
     outcomes = []
     for flow in ctx.flows:
+        max_age, bound = _rpo_bound(flow, default_max_age)
         parts = partitions(ctx, flow)
         lagging = behind(ctx, flow, parts)
         if not lagging:
@@ -95,10 +99,19 @@ def lag(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
             worst_age, total = max(worst_age, age), total + max(0, end - mirrored)
             lines.append((f"{part.topic}-{part.partition}", f"{max(0, end - mirrored)} behind", f"oldest {age:.1f}s"))
         status = "failed" if worst_age > max_age else "ok"
-        fix = f": DR is more than {max_age:.0f}s behind; check the mirror's throughput and errors" if status == "failed" else ""
+        fix = (f": DR is more than {max_age:g}s behind ({bound}); check the mirror's throughput and errors"
+               if status == "failed" else f" (within {bound})")
         outcomes.append(Outcome(status, flow.target, f"{flow.name}: {len(lagging)} of {len(parts)} partitions behind, "
                                 f"~{total} records, oldest unmirrored {worst_age:.1f}s old{fix}", tuple(lines), flow=flow.name))
     return outcomes
+
+
+def _rpo_bound(flow: MirrorFlow, default_max_age: float) -> tuple[float, str]:
+    """The age the flow's oldest unmirrored record may reach, and where that bound comes from: the
+    spec's objective, which a generic playbook argument must not loosen, else the argument."""
+    if flow.objectives.rpo_seconds is not None:
+        return float(flow.objectives.rpo_seconds), f"objective rpoSeconds {flow.objectives.rpo_seconds:g}"
+    return default_max_age, f"max_age_seconds {default_max_age:g}"
 
 
 def heartbeats(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
@@ -129,14 +142,16 @@ def heartbeats(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 def checkpointed(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Per group: a checkpoint on DR for every mirrored partition it committed on the source, and
-    none older than twice ``emitCheckpointsIntervalSeconds`` behind a commit that moved since."""
+    none older than the flow's ``checkpointAgeSeconds`` objective (without one: twice
+    ``emitCheckpointsIntervalSeconds``) behind a commit that moved since."""
     outcomes = []
     for flow in ctx.flows:
         selected = groups(ctx, flow)
         states = ctx.client(GroupOffsets, flow.source).describe(selected)
         mirrored = {(p.topic, p.partition): p.target_topic for p in partitions(ctx, flow)}
         found = checkpoints(ctx, flow, with_age=True)
-        limit_ms = 2 * flow.emit_checkpoints_interval_seconds * 1000
+        objective = flow.objectives.checkpoint_age_seconds
+        limit_ms = (objective if objective is not None else 2 * flow.emit_checkpoints_interval_seconds) * 1000
         missing, stale = [], []
         for group in selected:
             for (topic, partition) in states[group].offsets:
@@ -153,7 +168,9 @@ def checkpointed(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
             outcomes.append(Outcome("failed", flow.target, f"{flow.name}: " + "; ".join(
                 ([f"no checkpoint for {', '.join(missing[:5])}"
                   + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")] if missing else [])
-                + ([f"stale checkpoints: {', '.join(stale[:5])}"] if stale else []))
+                + ([f"stale checkpoints (older than {limit_ms / 1000:g}s"
+                    + (" objective checkpointAgeSeconds" if objective is not None else "")
+                    + f"): {', '.join(stale[:5])}"] if stale else []))
                 + ": is the checkpoint emitter running (MirrorCheckpointConnector or the Spark job) and the group selected?",
                 flow=flow.name))
         else:
@@ -240,3 +257,5 @@ MODULES = [
     Module("verify.failover", "After a failover: recorded, mirror stopped, groups at their translated offsets.",
            _check(failed_over), needs=("offsets.translate",)),
 ]
+# The checks only read: a run of nothing else asks no confirmation and takes no DR lease.
+MODULES = [replace(module, writes=False) for module in MODULES]

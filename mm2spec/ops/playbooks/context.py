@@ -15,6 +15,7 @@ from typing import Any, Callable
 from mm2spec.engines import Engine, engine_for
 from mm2spec.errors import ClusterUnreachable, OperationRefused
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, env_secrets
+from mm2spec.live.lease import KafkaLeaseStore, LeaseStore
 from mm2spec.live.types import FailoverState
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
@@ -39,6 +40,8 @@ class Options:
     """Overrides the spec's ``connect.restUrl``."""
     stranded: str | None = None
     """Failback: what to do with records stranded on the source (``keep``, ``rebuild``; None refuses)."""
+    break_lease: bool = False
+    """Take over a DR pair's lease another run holds although it has not expired (that run is dead)."""
 
 
 def parse_limit(values: list[str] | None) -> tuple[tuple[str, ...], str | None]:
@@ -116,6 +119,10 @@ class Context:
             if close:
                 close()
         self._clients.clear()
+
+    def lease_store(self, source: str, target: str) -> LeaseStore:
+        """Where the lease of the DR pair ``source`` -> ``target`` is kept (on ``target``)."""
+        return KafkaLeaseStore(self.spec.cluster(target), self.spec.name, source, self.secrets)
 
     # -------------------------------------------------------------------------- DR state
     def failover_states(self, refresh: bool = False) -> dict[str, FailoverState]:

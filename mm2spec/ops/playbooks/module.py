@@ -37,6 +37,9 @@ class Module:
     sections: tuple[ReportSection, ...] = ()
     """What it adds to the report after the tasks, from the facts it leaves (a module family's
     modules may share one section)."""
+    writes: bool = True
+    """It may change a cluster (outside check mode): a run that will run it confirms first (CLI)
+    and holds the DR pair's lease; read-only modules (the checks) say False."""
 
 
 def report_sections(modules: Iterable[Module]) -> tuple[ReportSection, ...]:

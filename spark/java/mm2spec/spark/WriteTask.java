@@ -1,6 +1,7 @@
 package mm2spec.spark;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -215,9 +216,12 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
 
     // ------------------------------------------------------------------ both
 
-    /** Tracks which source partition the rows belong to (they arrive grouped by partition). */
+    /** Tracks which source partition the rows belong to. They arrive in offset order per partition,
+     *  grouped in runs: one run per partition from Spark's Kafka source, one per poll from the mirror
+     *  source (a slice's partitions interleave), so a partition that comes back continues its write. */
     private static final class Cursor {
         private final String targetPrefix;
+        private final Map<String, PartitionWrite> byPartition = new HashMap<>();
         private UTF8String topic;
         private int partition = -1;
         private PartitionWrite current;
@@ -233,8 +237,11 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
                 topic = rowTopic.clone();  // the row's bytes are reused for the next row
                 partition = rowPartition;
                 String name = topic.toString();
-                current = new PartitionWrite(name, partition, targetPrefix + name);
-                writes.add(current);
+                current = byPartition.computeIfAbsent(name + "\u0000" + partition, k -> {
+                    PartitionWrite write = new PartitionWrite(name, rowPartition, targetPrefix + name);
+                    writes.add(write);
+                    return write;
+                });
             }
             return current;
         }

@@ -1,0 +1,410 @@
+"""The mirror at production width: many partitions, Spark (both sources) against MirrorMaker 2, one run.
+
+    .venv/bin/python benchmarks/mirror_wide.py                     # 200 topics x 5 partitions (1,000)
+    .venv/bin/python benchmarks/mirror_wide.py --topics 10000 --partitions 1 --records 200000 \
+        --live-seconds 0 --sample 1.0                              # 10,000 partitions, backlog only
+
+Per engine, on the same source topics of the dev clusters (each engine mirrors them from the start
+into target topics of its own, DefaultReplicationPolicy with a per-run source alias, deleted after
+the run):
+
+1. **Backlog**: ``--records`` records of ``--size`` bytes spread round-robin over every partition;
+   the time from the engine's start command until DR holds all of them (start-up included).
+2. **Live load**: a writer process (its own producer) adds ``--rate`` records/s spread round-robin
+   over every partition for ``--live-seconds``; both clusters' end offsets are sampled every
+   ``--sample`` s. Lag in records: records written minus records on DR, mean and p99 over the
+   samples. Replication latency per record: when DR's end offset of its partition first covered it
+   (to within one sample) minus when the writer handed it to its producer; mean, p50, p99, max.
+3. **Drain**: from the writer's last record until DR holds every record.
+
+Engines: ``spark`` (the job with its mirror source, ``tasks.max`` from ``--tasks``), ``spark-kafka``
+(the job with Spark's own Kafka source: the old data path), ``mm2`` (MirrorSourceConnector on a
+Connect worker of its own, ``tasks.max`` ``--tasks``). Same heap, same client settings
+(mirror_throughput.py's). With ``--rounds`` > 1 the engine order rotates each round. The load
+average is printed with every figure; run it alone on the machine. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import mirror_throughput as mt  # noqa: E402 - the engines, as the 6-partition benchmark runs them
+from mm2spec.dev import DevPorts, DevStack  # noqa: E402
+
+ENGINES = ("spark", "spark-kafka", "mm2")
+TOPIC_PREFIX = "wide-"
+KAFKA_CALL_TIMEOUT_S = 120.0
+#: Topics per CreateTopics request (the broker refuses too many partitions in one).
+CREATE_CHUNK = 500
+#: An engine must have mirrored the backlog within this.
+BACKLOG_TIMEOUT_S = 3600.0
+DRAIN_TIMEOUT_S = 900.0
+
+
+def log(message: str) -> None:
+    mt.log(message)
+
+
+@dataclass
+class WideRun:
+    engine: str
+    round: int
+    partitions: int
+    backlog_records: int
+    backlog_s: float | None = None
+    live_rate: float = 0.0
+    live_written_per_s: float | None = None
+    lag_mean_records: float | None = None
+    lag_p99_records: float | None = None
+    latency_mean_ms: float | None = None
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    latency_max_ms: float | None = None
+    drain_s: float | None = None
+    load: list = field(default_factory=list)
+    batches: int | None = None
+    profile: dict | None = None
+
+
+# ------------------------------------------------------------------------------------ Kafka
+
+
+class Partitions:
+    """Every (topic, partition) of the source, in the writer's round-robin order."""
+
+    def __init__(self, topics: int, partitions: int):
+        self.names = [f"{TOPIC_PREFIX}{t:05d}" for t in range(topics)]
+        self.partitions = partitions
+        self.all = [(name, p) for p in range(partitions) for name in self.names]
+
+    def __len__(self) -> int:
+        return len(self.all)
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for i in range(0, len(names), CREATE_CHUNK):
+        chunk = [NewTopic(n, partitions, -1) for n in names[i:i + CREATE_CHUNK]]
+        for future in admin.create_topics(chunk, operation_timeout=KAFKA_CALL_TIMEOUT_S).values():
+            future.result(KAFKA_CALL_TIMEOUT_S)
+    deadline = time.monotonic() + KAFKA_CALL_TIMEOUT_S
+    while time.monotonic() < deadline:  # the broker serves every partition's leader
+        topics = admin.list_topics(timeout=KAFKA_CALL_TIMEOUT_S).topics
+        if all(n in topics and len(topics[n].partitions) == partitions
+               and all(p.leader >= 0 for p in topics[n].partitions.values()) for n in names):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the {len(names)} source topics did not get leaders within {KAFKA_CALL_TIMEOUT_S:.0f} s")
+
+
+def delete_prefix(bootstrap: str, prefix: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=KAFKA_CALL_TIMEOUT_S).topics if t.startswith(prefix)]
+    for i in range(0, len(names), CREATE_CHUNK):
+        for future in admin.delete_topics(names[i:i + CREATE_CHUNK], operation_timeout=KAFKA_CALL_TIMEOUT_S).values():
+            try:
+                future.result(KAFKA_CALL_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - a leftover topic costs disk, not correctness
+                log(f"deleting {prefix}*: {exc}")
+
+
+class EndOffsets:
+    """The end offsets of many partitions in one ListOffsets round; missing ones count as 0."""
+
+    def __init__(self, bootstrap: str, partitions: list[tuple[str, int]]):
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.partitions = partitions
+
+    def read(self) -> list[int]:
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in self.partitions}
+        try:
+            futures = self.admin.list_offsets(request, request_timeout=30)
+        except Exception:  # noqa: BLE001 - topics not created yet: nothing mirrored yet
+            return [0] * len(self.partitions)
+        out = []
+        for t, p in self.partitions:
+            try:
+                out.append(futures[TopicPartition(t, p)].result(30).offset)
+            except Exception:  # noqa: BLE001 - this target topic does not exist yet
+                out.append(0)
+        return out
+
+
+def fill(bootstrap: str, parts: Partitions, count: int, size: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1048576,
+                         "queue.buffering.max.messages": 1000000})
+    payload = b"x" * (size - 10)
+    for i in range(count):
+        topic, partition = parts.all[i % len(parts)]
+        while True:
+            try:
+                producer.produce(topic, key=b"%010d" % i, value=payload, partition=partition)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(600)
+
+
+def live_writer(bootstrap: str, topics: int, partitions: int, start_index: int, rate: float, seconds: float,
+                size: int, out) -> None:
+    """A process of its own: writes ``rate`` records/s round-robin, and sends back (time, records
+    handed to the producer so far) every slice, then the total once every record is acknowledged."""
+    parts = Partitions(topics, partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1000000})
+    payload = b"y" * (size - 10)
+    began = time.monotonic()
+    written = 0
+    timeline = []
+    while True:
+        now = time.monotonic()
+        if now - began >= seconds:
+            break
+        due = int(rate * (now - began))
+        while written < due:
+            i = start_index + written
+            topic, partition = parts.all[i % len(parts)]
+            try:
+                producer.produce(topic, key=b"%010d" % i, value=payload, partition=partition)
+            except BufferError:
+                producer.poll(0.01)
+                continue
+            written += 1
+        producer.poll(0)
+        timeline.append((time.time(), written))
+        time.sleep(0.005)
+    producer.flush(120)
+    out.send((timeline, written))
+
+
+# ------------------------------------------------------------------------------------ one run
+
+
+def wait_for(total: int, target: EndOffsets, timeout: float, sample: float) -> float | None:
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        if sum(target.read()) >= total:
+            return time.monotonic()
+        time.sleep(sample)
+    return None
+
+
+def measure(engine, engine_name: str, round_no: int, primary: str, dr: str, parts: Partitions, args,
+            alias: str, backlog_before: int) -> WideRun:
+    run = WideRun(engine_name, round_no, len(parts), args.records, live_rate=args.rate,
+                  load=[round(mt.load_average(), 1)])
+    target = EndOffsets(dr, [(f"{alias}.{t}", p) for t, p in parts.all])
+    total = backlog_before
+    began = time.monotonic()
+    engine.start(primary, dr, alias, f"{TOPIC_PREFIX}.*")
+    done = wait_for(total, target, BACKLOG_TIMEOUT_S, args.sample)
+    run.backlog_s = round(done - began, 1) if done else None
+    run.load.append(round(mt.load_average(), 1))
+    log(f"{engine_name} round {round_no}: backlog of {total:,} on DR in "
+        f"{run.backlog_s if run.backlog_s is not None else 'NEVER'} s, load {run.load[-1]}")
+    if done is None or args.live_seconds <= 0:
+        return run
+    base = target.read()
+    receive, send = multiprocessing.Pipe(duplex=False)
+    writer = multiprocessing.Process(target=live_writer, args=(primary, args.topics, args.partitions, total, args.rate,
+                                                               args.live_seconds, args.size, send), daemon=True)
+    writer.start()
+    samples: list[tuple[float, list[int]]] = []
+    while writer.is_alive() and not receive.poll():
+        asked = time.time()
+        samples.append((asked, target.read()))
+        time.sleep(max(0.0, args.sample - (time.time() - asked)))
+    timeline, written = receive.recv()
+    writer.join(30)
+    stopped = time.time()
+    drained_at = None
+    while time.time() - stopped < DRAIN_TIMEOUT_S:
+        asked = time.time()
+        ends = target.read()
+        samples.append((asked, ends))
+        if sum(ends) - sum(base) >= written:
+            drained_at = asked
+            break
+        time.sleep(max(0.0, args.sample - (time.time() - asked)))
+    run.drain_s = round(drained_at - timeline[-1][0], 2) if drained_at else None
+    run.load.append(round(mt.load_average(), 1))
+    run.live_written_per_s = round(written / (timeline[-1][0] - timeline[0][0]), 0) if len(timeline) > 1 else None
+    figures(run, timeline, samples, base, len(parts))
+    run.batches = engine.batches()
+    run.profile = engine.profile()
+    return run
+
+
+def figures(run: WideRun, timeline, samples, base: list[int], width: int) -> None:
+    """Lag (records written minus records on DR, per sample while writing) and each record's latency
+    (record n of the live load is the (n // width)-th of partition n % width: it is on DR from the
+    first sample where that partition's end passed base + n // width)."""
+    written_at = [t for t, _ in timeline]
+    counts = [n for _, n in timeline]
+    lags = []
+    for t, ends in samples:
+        if t > written_at[-1]:
+            break
+        i = bisect.bisect_right(written_at, t) - 1
+        if i >= 0:
+            lags.append(max(0, counts[i] - (sum(ends) - sum(base))))
+    if lags:
+        run.lag_mean_records = round(statistics.fmean(lags), 1)
+        run.lag_p99_records = float(quantile(sorted(lags), 0.99))
+    times = [t for t, _ in samples]
+    columns = [[ends[k] - base[k] for _, ends in samples] for k in range(width)]  # non-decreasing
+    stride = max(1, counts[-1] // 50_000)  # every record up to 50,000, a regular sample beyond
+    latencies = []
+    previous = 0
+    for t_written, n in timeline:
+        first = -(-previous // stride) * stride
+        for record in range(first, n, stride):
+            k, seq = record % width, record // width
+            j = bisect.bisect_left(columns[k], seq + 1)
+            latencies.append((times[j] - t_written) * 1000 if j < len(times) else float("inf"))
+        previous = n
+    if latencies:
+        latencies.sort()
+        seen = [x for x in latencies if x != float("inf")]
+        run.latency_mean_ms = round(statistics.fmean(seen), 0) if seen else None
+        run.latency_p50_ms = round(quantile(latencies, 0.5), 0)
+        run.latency_p99_ms = round(quantile(latencies, 0.99), 0)
+        run.latency_max_ms = round(latencies[-1], 0)
+
+
+def quantile(ordered: list, q: float):
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def fmt(value, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if value == float("inf"):
+        return "never"
+    return f"{value:,.0f}{unit}" if abs(value) >= 100 else f"{value:,.1f}{unit}"
+
+
+def print_table(runs: list[WideRun]) -> None:
+    header = (f"{'engine':<12} {'round':>5} {'partitions':>10} {'backlog s':>9} {'lag mean':>9} {'lag p99':>9} "
+              f"{'lat mean ms':>11} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'drain s':>7} {'written/s':>9} "
+              f"{'batches':>7}  load")
+    print(header)
+    print("-" * len(header))
+    for r in runs:
+        print(f"{r.engine:<12} {r.round:>5} {r.partitions:>10,} {fmt(r.backlog_s):>9} {fmt(r.lag_mean_records):>9} "
+              f"{fmt(r.lag_p99_records):>9} {fmt(r.latency_mean_ms):>11} {fmt(r.latency_p50_ms):>7} "
+              f"{fmt(r.latency_p99_ms):>7} {fmt(r.latency_max_ms):>7} {fmt(r.drain_s):>7} "
+              f"{fmt(r.live_written_per_s):>9} {fmt(r.batches):>7}  {r.load}")
+    by_round: dict[int, dict[str, WideRun]] = {}
+    for r in runs:
+        by_round.setdefault(r.round, {})[r.engine] = r
+    for round_no, engines in sorted(by_round.items()):
+        mm2 = engines.get("mm2")
+        for name, r in engines.items():
+            if name != "mm2" and mm2 and r.backlog_s and mm2.backlog_s:
+                print(f"round {round_no}: {name} backlog {r.backlog_s / mm2.backlog_s:.2f}x MM2's time"
+                      + (f", mean lag {r.lag_mean_records:,.0f} vs {mm2.lag_mean_records:,.0f} records"
+                         if r.lag_mean_records is not None and mm2.lag_mean_records is not None else ""))
+    for r in runs:
+        if r.profile:
+            print(f"profile {r.engine} round {r.round} (last batch): {json.dumps(r.profile, sort_keys=True)}")
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--topics", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=5, help="per topic")
+    parser.add_argument("--records", type=int, default=200_000, help="the backlog")
+    parser.add_argument("--size", type=int, default=100, help="bytes per record (10-byte key + value)")
+    parser.add_argument("--rate", type=float, default=5000.0, help="records/s of the live load")
+    parser.add_argument("--live-seconds", type=float, default=90.0, help="0: backlog only")
+    parser.add_argument("--sample", type=float, default=0.25, help="seconds between end-offset samples")
+    parser.add_argument("--tasks", type=int, default=2, help="tasks.max of the Spark mirror source and of MM2")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--heap", default="1g")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--spark-set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--flow-set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--workdir")
+    parser.add_argument("--json", help="write every run to this file")
+    args = parser.parse_args()
+    for flag in ("spark_set", "flow_set"):
+        items = getattr(args, flag)
+        if any("=" not in item for item in items):
+            parser.error(f"--{flag.replace('_', '-')} takes KEY=VALUE")
+        setattr(args, flag, dict(item.split("=", 1) for item in items))
+    unknown = set(args.engines.split(",")) - set(ENGINES)
+    if unknown:
+        parser.error(f"unknown engines {sorted(unknown)}; choose from {', '.join(ENGINES)}")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    engines = args.engines.split(",")
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="mm2spec-wide-"))
+    log(f"starting the dev clusters in {workdir}; load average {mt.load_average():.1f}")
+    stack = DevStack(workdir / "dev", ports=DevPorts.free(), tie_to_parent=True, echo=lambda line: None)
+    state = stack.up(with_connect=False, timeout=300)
+    primary, dr = state.primary.bootstrap, state.dr.bootstrap
+    parts = Partitions(args.topics, args.partitions)
+
+    def engine_of(name: str):
+        if name.startswith("spark"):
+            spark_set = {"source": "kafka" if name == "spark-kafka" else "mirror", **args.spark_set}
+            flow_set = {"tasks.max": str(args.tasks), **args.flow_set}
+            return mt.SparkEngine("spark-alo", workdir / "runs", args.heap, args.master, None, spark_set, flow_set)
+        return mt.Mm2Engine("mm2", workdir / "runs", args.heap, state.dr, tasks_max=args.tasks)
+
+    runs: list[WideRun] = []
+    try:
+        log(f"creating {args.topics:,} topics x {args.partitions} partitions and a backlog of {args.records:,} records")
+        create_topics(primary, parts.names, args.partitions)
+        fill(primary, parts, args.records, args.size)
+        written = args.records
+        for round_no in range(1, args.rounds + 1):
+            shift = (round_no - 1) % len(engines)
+            for name in engines[shift:] + engines[:shift]:
+                alias = f"{name.replace('-', '')}r{round_no}"
+                engine = engine_of(name)
+                try:
+                    run = measure(engine, name, round_no, primary, dr, parts, args, alias, written)
+                finally:
+                    engine.stop()
+                # The live load stays on the source: the next engine mirrors it as backlog too.
+                written = sum(EndOffsets(primary, parts.all).read())
+                runs.append(run)
+                if args.json:
+                    Path(args.json).write_text(json.dumps([asdict(r) for r in runs], indent=1))
+                log(f"{name} round {round_no}: {asdict(run)}")
+                delete_prefix(dr, f"{alias}.")
+    finally:
+        stack.down()
+    print_table(runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+package mm2spec.spark.source;
+
+import java.io.Serializable;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.spark.sql.connector.read.InputPartition;
+
+/** One input partition of a micro-batch: a slice of the source's partitions, each with the range
+ *  of offsets [from, until) to read (empty ranges included, so the slice's consumer keeps its
+ *  assignment from batch to batch). */
+final class SliceInput implements InputPartition {
+    private static final long serialVersionUID = 1L;
+
+    /** Offsets [from, until) of one source partition. */
+    static final class Range implements Serializable {
+        private static final long serialVersionUID = 1L;
+        final String topic;
+        final int partition;
+        final long from;
+        final long until;
+
+        Range(String topic, int partition, long from, long until) {
+            this.topic = topic;
+            this.partition = partition;
+            this.from = from;
+            this.until = until;
+        }
+    }
+
+    final String streamId;
+    final int slot;
+    final List<Range> ranges;
+    final Map<String, String> kafka;
+    final long pollTimeoutMs;
+    private final String location;
+
+    SliceInput(String streamId, int slot, List<Range> ranges, Map<String, String> kafka, long pollTimeoutMs, String location) {
+        this.streamId = streamId;
+        this.slot = slot;
+        this.ranges = List.copyOf(ranges);
+        this.kafka = kafka;
+        this.pollTimeoutMs = pollTimeoutMs;
+        this.location = location;
+    }
+
+    /** The key of the slice's consumer in its executor's {@link SliceConsumers}. */
+    String consumerKey() {
+        return streamId + "/" + slot;
+    }
+
+    @Override
+    public String[] preferredLocations() {
+        return location == null ? new String[0] : new String[] {location};
+    }
+}
