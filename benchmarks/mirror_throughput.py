@@ -298,7 +298,8 @@ class SparkEngine:
 
     def profile(self) -> dict | None:
         flows = mirror.status(self.deployment).flows or {}
-        keys = ("batchDurationMs", "batchPhasesMs", "lastBatchMs", "producerMetrics")
+        keys = ("lastBatchId", "batchDurationMs", "batchPhasesMs", "lastBatchMs", "producerMetrics", "errors", "restarts",
+                "lastError")
         return next(({k: f.get(k) for k in keys} for f in flows.values()), None)
 
     def stop(self) -> None:

@@ -12,9 +12,11 @@ the run):
    the time from the engine's start command until DR holds all of them (start-up included).
 2. **Live load**: a writer process (its own producer) adds ``--rate`` records/s spread round-robin
    over every partition for ``--live-seconds``; both clusters' end offsets are sampled every
-   ``--sample`` s. Lag in records: records written minus records on DR, mean and p99 over the
+   ``--sample`` s. Lag in records: records on the source minus records on DR, mean and p99 over the
    samples. Replication latency per record: when DR's end offset of its partition first covered it
-   (to within one sample) minus when the writer handed it to its producer; mean, p50, p99, max.
+   minus when the source's did (each to within one sample); mean, p50, p99, max. The writer's own
+   delay (handed to its producer until on the source) is printed beside it (``source p99``): it is
+   not the mirror's.
 3. **Drain**: from the writer's last record until DR holds every record.
 
 Engines: ``spark`` (the job with its mirror source, ``tasks.max`` from ``--tasks``), ``spark-kafka``
@@ -76,10 +78,15 @@ class WideRun:
     latency_p50_ms: float | None = None
     latency_p99_ms: float | None = None
     latency_max_ms: float | None = None
+    source_delay_p99_ms: float | None = None
+    """The writer's delay, handed to its producer until on the source (not the mirror's)."""
     drain_s: float | None = None
     load: list = field(default_factory=list)
     batches: int | None = None
     profile: dict | None = None
+    live_phases_ms: dict | None = None
+    """Spark: per phase of a batch (Spark's durationMs and the job's split of the write), the median
+    and the maximum over the batches seen during the live load (status file, once per sample)."""
 
 
 # ------------------------------------------------------------------------------------ Kafka
@@ -219,15 +226,28 @@ def measure(engine, engine_name: str, round_no: int, primary: str, dr: str, part
         f"{run.backlog_s if run.backlog_s is not None else 'NEVER'} s, load {run.load[-1]}")
     if done is None or args.live_seconds <= 0:
         return run
+    source = EndOffsets(primary, parts.all)
     base = target.read()
+    source_base = source.read()
     receive, send = multiprocessing.Pipe(duplex=False)
     writer = multiprocessing.Process(target=live_writer, args=(primary, args.topics, args.partitions, total, args.rate,
                                                                args.live_seconds, args.size, send), daemon=True)
     writer.start()
-    samples: list[tuple[float, list[int]]] = []
+    samples: list[tuple[float, list[int], float, list[int]]] = []
+    phases: dict[int, dict] = {}
+
+    def sample() -> list[int]:
+        profile = engine.profile()
+        if profile and profile.get("lastBatchId") is not None:
+            phases[profile["lastBatchId"]] = {**(profile.get("batchPhasesMs") or {}), **(profile.get("lastBatchMs") or {})}
+        at_source, ends_source = time.time(), source.read()
+        at_target, ends_target = time.time(), target.read()
+        samples.append((at_source, ends_source, at_target, ends_target))
+        return ends_target
+
     while writer.is_alive() and not receive.poll():
         asked = time.time()
-        samples.append((asked, target.read()))
+        sample()
         time.sleep(max(0.0, args.sample - (time.time() - asked)))
     timeline, written = receive.recv()
     writer.join(30)
@@ -235,8 +255,7 @@ def measure(engine, engine_name: str, round_no: int, primary: str, dr: str, part
     drained_at = None
     while time.time() - stopped < DRAIN_TIMEOUT_S:
         asked = time.time()
-        ends = target.read()
-        samples.append((asked, ends))
+        ends = sample()
         if sum(ends) - sum(base) >= written:
             drained_at = asked
             break
@@ -244,40 +263,55 @@ def measure(engine, engine_name: str, round_no: int, primary: str, dr: str, part
     run.drain_s = round(drained_at - timeline[-1][0], 2) if drained_at else None
     run.load.append(round(mt.load_average(), 1))
     run.live_written_per_s = round(written / (timeline[-1][0] - timeline[0][0]), 0) if len(timeline) > 1 else None
-    figures(run, timeline, samples, base, len(parts))
+    figures(run, timeline, samples, source_base, base, len(parts), total)
+    if phases:
+        keys = sorted({k for p in phases.values() for k in p})
+        run.live_phases_ms = {k: {"median": statistics.median(p.get(k, 0) for p in phases.values()),
+                                  "max": max(p.get(k, 0) for p in phases.values())} for k in keys}
+        run.live_phases_ms["batchesSeen"] = len(phases)
     run.batches = engine.batches()
     run.profile = engine.profile()
     return run
 
 
-def figures(run: WideRun, timeline, samples, base: list[int], width: int) -> None:
-    """Lag (records written minus records on DR, per sample while writing) and each record's latency
-    (record n of the live load is the (n // width)-th of partition n % width: it is on DR from the
-    first sample where that partition's end passed base + n // width)."""
+def figures(run: WideRun, timeline, samples, source_base: list[int], base: list[int], width: int, start: int) -> None:
+    """Lag (records on the source minus records on DR, per sample while writing) and each record's
+    replication latency (the writer puts its record ``start + n`` on partition ``(start + n) % width``:
+    it is on a cluster from the first sample where that partition's end there passed its place)."""
     written_at = [t for t, _ in timeline]
     counts = [n for _, n in timeline]
-    lags = []
-    for t, ends in samples:
-        if t > written_at[-1]:
-            break
-        i = bisect.bisect_right(written_at, t) - 1
-        if i >= 0:
-            lags.append(max(0, counts[i] - (sum(ends) - sum(base))))
+    lags = [max(0, (sum(src) - sum(source_base)) - (sum(dst) - sum(base)))
+            for t, src, _, dst in samples if t <= written_at[-1]]
     if lags:
         run.lag_mean_records = round(statistics.fmean(lags), 1)
         run.lag_p99_records = float(quantile(sorted(lags), 0.99))
-    times = [t for t, _ in samples]
-    columns = [[ends[k] - base[k] for _, ends in samples] for k in range(width)]  # non-decreasing
+    source_times = [t for t, _, _, _ in samples]
+    target_times = [t for _, _, t, _ in samples]
+    source_columns = [[src[k] - source_base[k] for _, src, _, _ in samples] for k in range(width)]  # non-decreasing
+    target_columns = [[dst[k] - base[k] for _, _, _, dst in samples] for k in range(width)]
     stride = max(1, counts[-1] // 50_000)  # every record up to 50,000, a regular sample beyond
-    latencies = []
+    latencies, source_delays = [], []
     previous = 0
     for t_written, n in timeline:
         first = -(-previous // stride) * stride
         for record in range(first, n, stride):
-            k, seq = record % width, record // width
-            j = bisect.bisect_left(columns[k], seq + 1)
-            latencies.append((times[j] - t_written) * 1000 if j < len(times) else float("inf"))
+            # The writer's index of this record is start + record: its partition, and its place
+            # among the live records of that partition (how many of start .. index-1 went there).
+            index = start + record
+            k = index % width
+            seq = (index - 1 - k) // width - (start - 1 - k) // width
+            i = bisect.bisect_left(source_columns[k], seq + 1)
+            j = bisect.bisect_left(target_columns[k], seq + 1)
+            on_source = source_times[i] if i < len(source_times) else None
+            if on_source is not None:
+                source_delays.append(max(0.0, on_source - t_written) * 1000)
+            if j >= len(target_times):
+                latencies.append(float("inf"))
+            elif on_source is not None:
+                latencies.append(max(0.0, target_times[j] - on_source) * 1000)
         previous = n
+    if source_delays:
+        run.source_delay_p99_ms = round(quantile(sorted(source_delays), 0.99), 0)
     if latencies:
         latencies.sort()
         seen = [x for x in latencies if x != float("inf")]
@@ -305,14 +339,14 @@ def fmt(value, unit: str = "") -> str:
 def print_table(runs: list[WideRun]) -> None:
     header = (f"{'engine':<12} {'round':>5} {'partitions':>10} {'backlog s':>9} {'lag mean':>9} {'lag p99':>9} "
               f"{'lat mean ms':>11} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'drain s':>7} {'written/s':>9} "
-              f"{'batches':>7}  load")
+              f"{'batches':>7} {'source p99':>10}  load")
     print(header)
     print("-" * len(header))
     for r in runs:
         print(f"{r.engine:<12} {r.round:>5} {r.partitions:>10,} {fmt(r.backlog_s):>9} {fmt(r.lag_mean_records):>9} "
               f"{fmt(r.lag_p99_records):>9} {fmt(r.latency_mean_ms):>11} {fmt(r.latency_p50_ms):>7} "
               f"{fmt(r.latency_p99_ms):>7} {fmt(r.latency_max_ms):>7} {fmt(r.drain_s):>7} "
-              f"{fmt(r.live_written_per_s):>9} {fmt(r.batches):>7}  {r.load}")
+              f"{fmt(r.live_written_per_s):>9} {fmt(r.batches):>7} {fmt(r.source_delay_p99_ms):>10}  {r.load}")
     by_round: dict[int, dict[str, WideRun]] = {}
     for r in runs:
         by_round.setdefault(r.round, {})[r.engine] = r
@@ -326,6 +360,8 @@ def print_table(runs: list[WideRun]) -> None:
     for r in runs:
         if r.profile:
             print(f"profile {r.engine} round {r.round} (last batch): {json.dumps(r.profile, sort_keys=True)}")
+        if r.live_phases_ms:
+            print(f"live batch phases {r.engine} round {r.round} (ms): {json.dumps(r.live_phases_ms, sort_keys=True)}")
 
 
 # ------------------------------------------------------------------------------------ main
@@ -340,7 +376,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=100, help="bytes per record (10-byte key + value)")
     parser.add_argument("--rate", type=float, default=5000.0, help="records/s of the live load")
     parser.add_argument("--live-seconds", type=float, default=90.0, help="0: backlog only")
-    parser.add_argument("--sample", type=float, default=0.25, help="seconds between end-offset samples")
+    parser.add_argument("--sample", type=float, default=0.5, help="seconds between end-offset samples")
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max of the Spark mirror source and of MM2")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--heap", default="1g")

@@ -15,6 +15,7 @@ message says what to do. Modules raise these; none defines an error class of its
     ├── SecretMissing             a secret the spec names is not set
     ├── ComponentMissing          Java, the Kafka or Spark jars, or the Pulumi CLI are not installed
     ├── OutputUnwritable          rendered files cannot be written where --out says
+    ├── InitRefused               `mm2spec init` cannot write the repository as asked (a flag, a non-empty folder)
     ├── ClusterError              talking to a live cluster failed
     │   ├── ClusterUnreachable    a Kafka cluster did not answer
     │   ├── KafkaOperationFailed  an admin request, produce or commit failed (names what)
@@ -96,6 +97,12 @@ class ComponentMissing(Mm2specError):
 class OutputUnwritable(Mm2specError):
     """Rendered files cannot be written to the output folder (it is a file, or it is not writable);
     nothing was written."""
+
+
+class InitRefused(Mm2specError):
+    """``mm2spec init`` cannot write the repository as asked: a flag is unusable, or the folder holds
+    files (``--force`` adds the repository's files next to them); the message names which. Nothing
+    was written."""
 
 
 # ---------------------------------------------------------------------------------- live systems

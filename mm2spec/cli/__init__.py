@@ -8,6 +8,7 @@ One module per command family registers its subcommands (``add_parsers``) and ho
 - ``playbook``: playbook run, verify, failover
 - ``drill``: a DR drill and its report
 - ``dev``: local clusters and demo data
+- ``init``: a new DR-spec repository (spec, Pulumi project and stacks, program, README)
 
 Handlers print what the call returned; this module turns every ``Mm2specError`` into its message
 and exit 1. Each handler imports the libraries its command needs when it runs (``pip install mm2spec``
@@ -29,11 +30,11 @@ import sys
 import traceback
 
 from mm2spec import __version__
-from mm2spec.cli import dev, drill, mirror, plan, playbook, spec
+from mm2spec.cli import dev, drill, init, mirror, plan, playbook, spec
 from mm2spec.components import module_missing
 from mm2spec.errors import Mm2specError, PlaybookInvalid, SpecInvalid, SpecSyntaxError
 
-FAMILIES = (spec, plan, mirror, playbook, drill, dev)
+FAMILIES = (init, spec, plan, mirror, playbook, drill, dev)
 
 
 def build_parser() -> argparse.ArgumentParser:

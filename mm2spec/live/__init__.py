@@ -4,7 +4,7 @@
 - ``connect``: the Kafka Connect REST client
 - ``records``: exact offset ranges of partitions, consumer-group offsets and members
 - ``writer``: an idempotent producer to explicit partitions (a failback's copy back)
-- ``dr_state``: the failover record kept on the DR cluster
+- ``dr_state``: the failover record kept on the DR cluster, and the mirrored topics' IDs
 - ``lease``: one DR operation at a time per DR pair: a fenced lease in the DR-state topic
 - ``traffic``: a drill's synthetic load (a rate-limited producer, groups that move between clusters)
 - ``kubernetes``: the API server through kubectl (the Spark Operator's manifests)

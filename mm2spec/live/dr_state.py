@@ -8,6 +8,10 @@ so no mirror copies it back.
 
 Written by the failover playbook; read (``read_flow_states``) by the playbooks, ``mm2spec plan`` and
 the Pulumi program, which leave a failed-over flow's forward mirror stopped.
+
+The same topic keeps, keyed ``topic-ids/<spec name>/<flow name>``, the topic IDs each mirrored
+source topic (and its DR copy) had when a check first saw them (``read_topic_ids``): a source topic
+deleted and created again under the same name gets a new ID, which is how the loss check knows.
 """
 
 from __future__ import annotations
@@ -73,6 +77,38 @@ def read_flow_states(spec: DesiredState, flows: Iterable[MirrorFlow] | None = No
         lookup = cluster_secrets(target) if cluster_secrets is not None else secrets
         found.update(read_states(spec.cluster(target), spec.name, lookup))
     return {f.name: found[f.name] for f in flows if f.name in found}
+
+
+def topic_ids_key(spec: str, flow: str) -> str:
+    """The key of a flow's recorded topic IDs (split at the last "/", it never reads as a flow's state)."""
+    return f"topic-ids/{spec}/{flow}"
+
+
+def read_topic_ids(cluster: Cluster, spec: str, flow: str, secrets: SecretLookup = env_secrets) -> dict[str, dict]:
+    """The topic IDs recorded for a flow: per source topic ``{"source": ID, "dr": ID or None,
+    "since": ms}`` (empty when none was recorded)."""
+    admin = KafkaAdmin(cluster, secrets)
+    if not admin.topics([STATE_TOPIC], with_configs=False):
+        return {}
+    wanted, found = topic_ids_key(spec, flow).encode(), {}
+    with RecordReader(cluster, secrets) as reader:
+        for record in reader.read_topic(STATE_TOPIC):
+            if record.key != wanted:
+                continue
+            try:
+                found = {} if record.value is None else dict(json.loads(record.value)["topics"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise RecordMalformed(f'cluster "{cluster.alias}": {STATE_TOPIC} holds an unreadable topic-ID record '
+                                      f"for flow {flow!r} at offset {record.offset} ({exc}); delete it (it is "
+                                      "recorded again by the next verify)") from None
+    return found
+
+
+def write_topic_ids(cluster: Cluster, spec: str, flow: str, topics: dict[str, dict],
+                    secrets: SecretLookup = env_secrets) -> None:
+    """Record (replace) a flow's topic IDs, as ``read_topic_ids`` returns them."""
+    _produce(cluster, secrets, topic_ids_key(spec, flow),
+             json.dumps({"formatVersion": 1, "topics": topics}, sort_keys=True).encode())
 
 
 def _produce(cluster: Cluster, secrets: SecretLookup, key: str, value: bytes | None) -> None:

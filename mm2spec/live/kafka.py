@@ -245,6 +245,37 @@ class KafkaAdmin:
 
         return retrying(read, f"end offsets of {topic}", self.cluster, unknown_topic_ok=True)
 
+    def log_starts(self, topic: str, partitions: int) -> list[int]:
+        """The log-start offset of each partition (ListOffsets earliest): records below it were
+        deleted (retention, DeleteRecords)."""
+        def read() -> list[int]:
+            request = {TopicPartition(topic, p): OffsetSpec.earliest() for p in range(partitions)}
+            result = [0] * partitions
+            for tp, future in self._client.list_offsets(request, request_timeout=self.timeout).items():
+                result[tp.partition] = future.result().offset
+            return result
+
+        return retrying(read, f"log-start offsets of {topic}", self.cluster, unknown_topic_ok=True)
+
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        """The topic ID of each named topic that exists (DescribeTopics), as text: a topic deleted
+        and created again under the same name gets a new one."""
+        wanted = sorted(set(names))
+        found: dict[str, str] = {}
+        if not wanted:
+            return found
+        for chunk in chunks(wanted, budget=MAX_RESOURCES_PER_DESCRIBE):
+            futures = self._client.describe_topics(TopicCollection(chunk), request_timeout=self.timeout)
+            for name, future in futures.items():
+                try:
+                    description = future.result()
+                except KafkaException:  # asked again alone: retried if retriable, None if absent
+                    description = retrying(lambda name=name: self._describe_topic(name), f"describe topic {name}",
+                                           self.cluster)
+                if description is not None and description.topic_id is not None:
+                    found[name] = str(description.topic_id)
+        return found
+
     def groups(self) -> list[str]:
         listing = retrying(lambda: self._client.list_consumer_groups(request_timeout=self.timeout).result(),
                            "list groups", self.cluster)

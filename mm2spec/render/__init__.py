@@ -10,6 +10,8 @@
   alerts), ``grafana-dashboard.json`` and, for engine connect, ``jmx-exporter.yml``, every metric
   named from ``mm2spec.mm2.metric_names``
 - ``properties``: what those share (client settings, ``java.util.Properties`` text)
+- ``repository``: what ``mm2spec init`` writes, a team's DR-spec repository (the spec, its schema,
+  the Pulumi project, stacks and program, pre-commit config, ``.gitignore``, README), through ``write_files``
 - ``files``: every file by name, and ``write_files``, the only function here that touches the disk
   (with ``check_output_folder``, which ``render`` calls before it reads the spec)
 

@@ -46,6 +46,9 @@ FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}")
 """What a rendered file may be called: names come from the spec (mirror names), so anything that could
 climb out of the folder, hide, or break a file system's rules (length, odd characters) is refused."""
 
+FIXED_NAME = re.compile(r"[A-Za-z0-9._-]{1,251}")
+"""What a name of mm2spec's own (``write_files``'s ``fixed``) may be: also a leading '.' or '_'."""
+
 
 STAGING_PREFIX = ".mm2spec-render-"
 """Folders ``write_files`` stages a render in, inside the output folder (the same file system, so each
@@ -57,7 +60,8 @@ OLD = ".old"
 """In a staging folder: the files a render replaces, moved aside until it has moved every new one in."""
 
 
-def write_files(files: dict[str, str], out_dir: str | Path, private: Iterable[str] = ()) -> list[Path]:
+def write_files(files: dict[str, str], out_dir: str | Path, private: Iterable[str] = (),
+                fixed: Iterable[str] = ()) -> list[Path]:
     """Write ``files`` into the folder ``out_dir`` (created if missing), all or nothing.
 
     Every file is written into a staging folder inside ``out_dir`` first; then each existing file is
@@ -66,9 +70,11 @@ def write_files(files: dict[str, str], out_dir: str | Path, private: Iterable[st
     the folder rolls it back first. So ``out_dir`` only ever ends with the old set of files or the
     new one, never a mix. Writers into one folder take turns (a lock on the folder). Files are
     created with the usual permissions (umask), those named in ``private`` as 0600: only a file that
-    holds a secret needs hiding. Problems are ``OutputUnwritable``, never a traceback."""
+    holds a secret needs hiding. Names in ``fixed`` are mm2spec's own (``.gitignore``, ``__main__.py``
+    for ``mm2spec init``), never from a spec, so they may start with '.' or '_'. Problems are
+    ``OutputUnwritable``, never a traceback."""
     out = Path(out_dir)
-    _check_writable(files, out)
+    _check_writable(files, out, frozenset(fixed))
     created = _make_folders(out)
     try:
         with _folder_lock(out):
@@ -155,9 +161,12 @@ def check_output_folder(out_dir: str | Path) -> None:
         raise OutputUnwritable(f"--out {shown} {what}: {exc.strerror or exc}; give a folder you may write to") from None
 
 
-def _check_writable(files: dict[str, str], out: Path) -> None:
+def _check_writable(files: dict[str, str], out: Path, fixed: frozenset = frozenset()) -> None:
     for name in files:
-        if not FILE_NAME.fullmatch(name):
+        # A fixed name is still one plain file name, and never a staging folder's own (JOURNAL, OLD).
+        own = (name in fixed and FIXED_NAME.fullmatch(name) and name.strip(".") and name not in (JOURNAL, OLD)
+               and not name.startswith(STAGING_PREFIX))
+        if not own and not FILE_NAME.fullmatch(name):
             raise OutputUnwritable(f'cannot write a file named "{printable(name)[:80]}": '
                                    "use letters, digits, '.', '_' and '-' in names that reach file names")
     check_output_folder(out)

@@ -120,7 +120,11 @@ class FlowWriter:
 
     def __init__(self, spark, job_name: str, flow: MirrorFlowConfig):
         self._writer = spark.sparkContext._jvm.mm2spec.spark.MirrorWriter
-        self._settings = writer_settings(job_name, flow)
+        # A Java map made once: a dict is converted entry by entry (a gateway call each) on every call.
+        self._settings = spark.sparkContext._jvm.java.util.HashMap()
+        for key, value in writer_settings(job_name, flow).items():
+            self._settings.put(key, value)
 
     def write(self, batch_df) -> BatchWritten:
-        return BatchWritten.parse(self._writer.write(batch_df._jdf, self._settings))
+        """Writes the batch; the JVM returns every JSON line in one string (one gateway call)."""
+        return BatchWritten.parse(line for line in self._writer.write(batch_df._jdf, self._settings).split("\n") if line)

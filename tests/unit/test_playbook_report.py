@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import jsonschema
 
 from mm2spec.ops.modules.catalogue import CATALOGUE
-from mm2spec.ops.modules.sections import RPO, TRANSLATIONS
+from mm2spec.ops.modules.sections import LOSS, RPO, TRANSLATIONS
 from mm2spec.ops.playbooks.context import Context, Options
 from mm2spec.ops.playbooks.module import Module, report_sections
 from mm2spec.ops.playbooks.playbook import Playbook, Task, load_playbook
@@ -110,14 +110,15 @@ def test_a_section_is_there_when_its_module_did_not_run_and_a_skipped_rto_task_e
 
 
 def test_every_report_of_the_catalogue_has_its_sections_even_when_no_translation_ran():
-    """A verify run's JSON keeps ``translations``, ``totals`` and ``rpo`` (the schema requires them)."""
+    """A verify run's JSON keeps ``translations``, ``totals`` and ``rpo`` (the schema requires them)
+    and ``loss``."""
     playbook = load_playbook("verify", CATALOGUE)
-    assert [s.name for s in playbook.sections] == [TRANSLATIONS, RPO]
+    assert [s.name for s in playbook.sections] == [TRANSLATIONS, RPO, LOSS]
     offline = Playbook(playbook.name, "", (_task("after", AFTER),), "p.yaml", playbook.sections)
     data = json.loads(render(run(offline, _context()), "json"))
     jsonschema.validate(data, json.loads((ROOT / "schemas/playbook-report.schema.json").read_text()))
-    assert list(data)[-4:] == ["rto", "translations", "totals", "rpo"]
-    assert data["translations"] == [] and data["rpo"] == [] and set(data["totals"].values()) == {0}
+    assert list(data)[-5:] == ["rto", "translations", "totals", "rpo", "loss"]
+    assert data["translations"] == [] and data["rpo"] == [] and data["loss"] == [] and set(data["totals"].values()) == {0}
 
 
 def test_the_commits_end_the_rto():

@@ -34,7 +34,8 @@ from mm2spec.ops.modules import mirror, reverse
 from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
 from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
 from mm2spec.ops.modules.offsets import Windows, commit_translations, exact_translation
-from mm2spec.ops.modules.sections import TRANSLATIONS, TRANSLATIONS_SECTION
+from mm2spec.ops.modules.loss import losses_noted, record_rebuilt
+from mm2spec.ops.modules.sections import LOSS, LOSS_SECTION, TRANSLATIONS, TRANSLATIONS_SECTION
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.reverse import BackPartition
 from mm2spec.ops.modules.topology import MirroredPartition, offset_syncs, partitions
@@ -94,6 +95,10 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         live = ctx.admin(flow.source).topics(sorted({p[0] for p in state.positions}), with_configs=False)
         gone = sorted({p[0] for p in state.positions if p[0] not in live})
         note = f"; gone from {flow.source}: {', '.join(gone[:10])}" if gone else ""
+        if state.phase == "failed-over":  # before a rebuild: what the forward mirror lost before the switch
+            losses, lost = losses_noted(ctx, flow)
+            ctx.facts.setdefault(LOSS, []).extend(losses)
+            note += lost
         outcomes.append(Outcome("ok", flow.source, f"{flow.name}: {state.phase} since {state.started_at} "
                                 f"({state.mode}); {len(state.positions)} partitions at the switch{note}",
                                 flow=flow.name))
@@ -258,6 +263,7 @@ def rebuild(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
                     model = live.get(topic) or dr_live[flow.target_topic(topic)]
                     _recreate(ctx, admin, topic, model.partitions, dict(model.configs), topic in live,
                               float(args.get("timeout", DEFAULT_WAIT_S)))
+            record_rebuilt(ctx, flow, chosen)  # their new topic IDs are no silent recreation
         if not todo:
             outcomes.append(Outcome("ok", flow.source, f"{flow.name}: {', '.join(chosen)} empty already", flow=flow.name))
             continue
@@ -530,7 +536,7 @@ FINAL_ARG = {"type": "boolean", "description": "copy to DR's very end and check 
 
 MODULES = [
     Module("failback.preflight", "Check that a completed failover is recorded and the source answers.", preflight,
-           writes=False),
+           sections=(LOSS_SECTION,), writes=False),
     Module("failback.stranded", "Count records stranded on the source; refuse unless --stranded says keep or rebuild.",
            stranded, writes=False),
     Module("failback.begin", "Record failing-back with each partition's copy start (a re-run resumes from it).", begin),

@@ -1,13 +1,16 @@
 """The report sections the offset modules contribute, and the facts they read them from: the
 translations (each group's position per partition and what it costs, with their totals) that
 ``offsets.translate`` and ``failback.translate`` leave, and the RPO of an unplanned failover
-(the last record mirrored per DR partition).
+(the last record mirrored per DR partition), and the silent losses (records deleted on the
+source before they were mirrored, source topics recreated) that ``verify.loss``, ``verify.failover``
+and ``failback.preflight`` find.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from mm2spec.ops.modules.loss import DELETED, Loss
 from mm2spec.ops.modules.translate import Translation
 
 TRANSLATIONS = "translations"
@@ -15,6 +18,9 @@ TRANSLATIONS = "translations"
 a list of ``Translation``."""
 RPO = "rpo"
 """Unplanned failover: the last mirrored record per DR partition, for the report."""
+LOSS = "loss"
+"""The silent losses found (a list of ``loss.Loss``): by ``verify.loss``, ``verify.failover`` (a
+planned failover's, after the commit) and ``failback.preflight`` (before DR's records go back)."""
 
 
 def totals(translations: list[Translation]) -> dict[str, int]:
@@ -101,3 +107,34 @@ TRANSLATIONS_SECTION = TranslationsSection()
 """Contributed by ``offsets.translate`` and ``failback.translate`` (first in the report)."""
 RPO_SECTION = RpoSection()
 """Contributed by ``offsets.translate`` (an unplanned failover's RPO, after the translations)."""
+
+
+class LossSection:
+    """Records lost without a word: per source partition, those deleted before they were mirrored,
+    and source topics recreated under the same name (JSON ``loss``)."""
+
+    name = LOSS
+
+    def collect(self, facts: Mapping[str, Any]) -> list[Loss]:
+        return facts.get(LOSS, [])
+
+    def to_json(self, losses: list[Loss]) -> dict[str, Any]:
+        return {"loss": [loss.to_json() for loss in losses]}
+
+    def text_lines(self, losses: list[Loss]) -> list[str]:
+        if not losses:
+            return []
+        deleted = sum(loss.records or 0 for loss in losses if loss.kind == DELETED)
+        return (["", f"SILENT LOSS {deleted} records deleted on the source before they were mirrored, "
+                     f"{len({(loss.flow, loss.topic) for loss in losses if loss.kind != DELETED})} topics recreated"]
+                + [f"  {loss.flow}: {loss.text()}" for loss in losses])
+
+    def markdown_lines(self, losses: list[Loss]) -> list[str]:
+        if not losses:
+            return []
+        return ["", "**Silent loss**", ""] + [f"- {loss.flow}: `{loss.where}`: {loss.text().split(': ', 1)[1]}"
+                                             for loss in losses]
+
+
+LOSS_SECTION = LossSection()
+"""Contributed by ``verify.loss``, ``verify.failover`` and ``failback.preflight`` (after the RPO)."""

@@ -13,9 +13,11 @@ from mm2spec.errors import Mm2specError
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.mm2.selection import config_synced
 from mm2spec.ops.playbooks.context import Context, failure_text
+from mm2spec.ops.modules.loss import UNRECORDED, find_losses, losses_noted, summary
 from mm2spec.ops.modules.mirror import behind, running
 from mm2spec.ops.playbooks.module import Module, arguments
 from mm2spec.ops.modules.offsets import BY_FLOW
+from mm2spec.ops.modules.sections import LOSS, LOSS_SECTION
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.topology import checkpoints, groups, offset_syncs, partitions
 from mm2spec.spec.model import MirrorFlow
@@ -114,6 +116,25 @@ def _rpo_bound(flow: MirrorFlow, default_max_age: float) -> tuple[float, str]:
     return default_max_age, f"max_age_seconds {default_max_age:g}"
 
 
+def loss(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """Per partition: records the source deleted before the mirror copied them (its position below
+    the log start), and source topics recreated under the same name (``loss``)."""
+    outcomes = []
+    for flow in ctx.flows:
+        found = find_losses(ctx, flow)
+        ctx.facts.setdefault(LOSS, []).extend(found)
+        unrecorded = ctx.facts.get(UNRECORDED, {}).get(flow.name)
+        note = f"; {unrecorded}: grant the checking user WRITE on it" if unrecorded else ""
+        if found:
+            outcomes.append(Outcome("failed", flow.source, summary(flow, found) + note,
+                                    tuple((x.where, x.kind, str(x.records) if x.records is not None else "-")
+                                          for x in found), flow=flow.name))
+        else:
+            outcomes.append(Outcome("ok", flow.source, f"{flow.name}: no record lost: every mirror position is at or "
+                                    "past the source's log start, no source topic recreated" + note, flow=flow.name))
+    return outcomes
+
+
 def heartbeats(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     outcomes = []
     for flow in ctx.flows:
@@ -206,10 +227,17 @@ def configs(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 def failed_over(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """After a failover: the state is recorded, the mirror is stopped, every translated group sits
-    at (or, never moved back, past) its translated offset on DR."""
+    at (or, never moved back, past) its translated offset on DR. Planned, the silent losses before
+    the switch go to the report (here, after the commit: finding them costs no RTO)."""
+    lost = {}
+    for flow in ctx.flows:
+        if not ctx.options.source_unreachable:
+            losses, lost[flow.name] = losses_noted(ctx, flow)
+            ctx.facts.setdefault(LOSS, []).extend(losses)
     if ctx.options.check:
         return [Outcome("ok", flow.target, f"{flow.name}: nothing was changed (check mode); a run verifies the "
-                        "recorded state, the stopped mirror and every group's DR offsets here", flow=flow.name)
+                        "recorded state, the stopped mirror and every group's DR offsets here"
+                        + lost.get(flow.name, ""), flow=flow.name)
                 for flow in ctx.flows]
     outcomes = mirror(ctx, {"expect": "stopped"})
     states = ctx.failover_states(refresh=True)
@@ -231,7 +259,8 @@ def failed_over(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
                                     f"{'; '.join(wrong[:5])}: re-run the failover", flow=flow.name))
         else:
             outcomes.append(Outcome("ok", flow.target, f"{flow.name}: failed over at {state.completed_at}; "
-                                    f"{len(wanted)} groups at their translated offsets", flow=flow.name))
+                                    f"{len(wanted)} groups at their translated offsets" + lost.get(flow.name, ""),
+                                    flow=flow.name))
     return outcomes
 
 
@@ -251,11 +280,13 @@ MODULES = [
     Module("verify.topics", "Every mirrored source topic exists on DR with as many partitions.", _check(topics)),
     Module("verify.lag", "Per-partition lag and the age of the oldest unmirrored record (the RPO now).", _check(lag),
            arguments(max_age_seconds={"type": "number", "exclusiveMinimum": 0})),
+    Module("verify.loss", "No record deleted on the source before it was mirrored, no source topic recreated.",
+           _check(loss), sections=(LOSS_SECTION,)),
     Module("verify.heartbeats", "Heartbeats on DR are fresh (when enabled).", _check(heartbeats)),
     Module("verify.checkpoints", "Every group has fresh checkpoints for every partition it committed.", _check(checkpointed)),
     Module("verify.configs", "Topic configs on DR match the source (minus those MM2 never syncs).", _check(configs)),
     Module("verify.failover", "After a failover: recorded, mirror stopped, groups at their translated offsets.",
-           _check(failed_over), needs=("offsets.translate",)),
+           _check(failed_over), needs=("offsets.translate",), sections=(LOSS_SECTION,)),
 ]
 # The checks only read: a run of nothing else asks no confirmation and takes no DR lease.
 MODULES = [replace(module, writes=False) for module in MODULES]

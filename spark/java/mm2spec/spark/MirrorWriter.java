@@ -36,10 +36,13 @@ public final class MirrorWriter {
         }
     }
 
-    /** Writes the batch (see {@link WriterSettings} for {@code settings}); JSON lines, see {@link WriteTask}. */
-    public static List<String> write(Dataset<Row> batch, Map<String, String> settings) {
+    /** Writes the batch (see {@link WriterSettings} for {@code settings}); the tasks' JSON lines (see
+     *  {@link WriteTask}) as one newline-separated string: the driver reads it in one gateway call,
+     *  where a list costs a call per line (a line per source partition: 1,000s at width). */
+    public static String write(Dataset<Row> batch, Map<String, String> settings) {
         WriterSettings parsed = new WriterSettings(settings);
         Dataset<Row> rows = batch.select(COLUMNS[0], java.util.Arrays.copyOfRange(COLUMNS, 1, COLUMNS.length));
-        return rows.queryExecution().toRdd().toJavaRDD().mapPartitions(new WriteTask(parsed)).collect();
+        List<String> lines = rows.queryExecution().toRdd().toJavaRDD().mapPartitions(new WriteTask(parsed)).collect();
+        return String.join("\n", lines);
     }
 }

@@ -1,0 +1,58 @@
+"""``mm2spec init [DIR]``: start a team's DR-spec repository (``mm2spec.render.repository``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mm2spec import __version__
+from mm2spec.render.repository import (RepositoryOptions, check_init_folder, check_spec, init_files, parse_cluster,
+                                       write_repository)
+from mm2spec.resources import schema_path
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    name = args.name or _default_name(folder)
+    options = RepositoryOptions(
+        name=name,
+        source=parse_cluster("--source", args.source) if args.source is not None else None,
+        target=parse_cluster("--target", args.target) if args.target is not None else None,
+        topics=tuple(args.topic or ()),
+        environments=tuple(e.strip() for e in args.environments.split(",")) if args.environments.strip() else (),
+        engine=args.engine,
+    )
+    files = init_files(options, schema_path("dr-spec.schema.json").read_text(encoding="utf-8"), __version__)
+    check_spec(files)
+    replaced = set(check_init_folder(folder, sorted(files), args.force))
+    for path in write_repository(files, folder):
+        print(f"{'replaced' if path.name in replaced else 'wrote'} {path}")
+    spec = next(n for n in files if n.endswith(".dr.yaml"))
+    print(f"\nNext: cd {folder} && mm2spec validate {spec}; then see README.md "
+          f"(pip install 'mm2spec[pulumi]', pulumi stack init {options.environments[0]}, pulumi preview)")
+    return 0
+
+
+def _default_name(folder: Path) -> str:
+    """The folder's name made a valid ``metadata.name`` (``Payments_DR`` -> ``payments-dr``);
+    ``dr`` when nothing is left of it."""
+    base = folder.resolve().name
+    name = "-".join(part for part in "".join(c if c.isalnum() and c.isascii() else "-" for c in base.lower()).split("-")
+                    if part)[:63].strip("-")
+    return name or "dr"
+
+
+def add_parsers(commands) -> None:
+    p = commands.add_parser("init", help="start a DR-spec repository: spec, Pulumi project and stacks, program, README")
+    p.add_argument("dir", nargs="?", default=".", help="the folder to write it into (default: here; created if missing)")
+    p.add_argument("--name", help="the DR setup's name (metadata.name, the Pulumi project); default: from DIR")
+    p.add_argument("--source", metavar="ALIAS=HOST:PORT[,...]", help="the source cluster (default: placeholders)")
+    p.add_argument("--target", metavar="ALIAS=HOST:PORT[,...]", help="the DR cluster (default: placeholders)")
+    p.add_argument("--topic", action="append", metavar="PATTERN",
+                   help="a topic to mirror, a name or Java regex; repeat for more (default: examples)")
+    p.add_argument("--environments", default="dev,staging,prod", metavar="ENV[,ENV...]",
+                   help="the environments, one overlay and Pulumi stack each (default: dev,staging,prod)")
+    p.add_argument("--engine", default="spark", help="which runs the mirror: spark (default) or connect")
+    p.add_argument("--force", action="store_true",
+                   help="write into a folder that holds files (files of the same name are replaced, others kept)")
+    p.set_defaults(func=cmd_init)

@@ -1,0 +1,326 @@
+"""What ``mm2spec init`` writes: a team's own DR-spec repository, as file name -> content.
+
+The repository works with the installed package and the team's own Pulumi CLI, nothing of this
+checkout: the spec (a commented skeleton, or built from ``--source``/``--target``/``--topic``) with
+the editor's schema modeline and a copy of the schema next to it, ``Pulumi.yaml`` and a stack file
+per environment, the program (``__main__.py``: mm2spec's own program, imported from the installed
+package so Pulumi pickles its providers by reference), ``requirements.txt``, a pre-commit config, a
+``.gitignore`` and a README for the team. ``init_files`` is pure; ``check_init_folder`` refuses a
+folder that holds files (unless ``force``) and ``write_repository`` writes through ``write_files``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mm2spec.errors import InitRefused, OutputUnwritable, SpecInvalid
+from mm2spec.render.files import check_output_folder, write_files
+from mm2spec.spec.document import printable
+from mm2spec.spec.load import load_valid
+from mm2spec.spec.patterns import java_regex_error
+
+NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+"""``metadata.name`` (the schema's rule); also the Pulumi project's name and its config namespace."""
+ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+"""A cluster alias or an environment name (the schema's rule)."""
+ADDRESS = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
+"""One bootstrap address, ``host:port`` (an IPv6 host in brackets)."""
+ENGINES = ("spark", "connect")
+SCHEMA_FILE = "dr-spec.schema.json"
+FIXED = (".gitignore", ".pre-commit-config.yaml", "__main__.py")
+"""The files whose names start with '.' or '_' (``write_files``'s ``fixed``)."""
+
+
+@dataclass(frozen=True)
+class RepositoryOptions:
+    """What ``mm2spec init``'s flags ask for; every value is checked by ``init_files``."""
+
+    name: str
+    """``metadata.name`` and the Pulumi project's name."""
+    source: tuple[str, tuple[str, ...]] | None = None
+    """``(alias, bootstrap addresses)`` of the source cluster; None: the skeleton's placeholders."""
+    target: tuple[str, tuple[str, ...]] | None = None
+    """``(alias, bootstrap addresses)`` of the DR cluster; None: the skeleton's placeholders."""
+    topics: tuple[str, ...] = ()
+    """Topics to mirror (names or Java regexes); empty: the skeleton's examples."""
+    environments: tuple[str, ...] = ("dev", "staging", "prod")
+    """One overlay and one Pulumi stack each."""
+    engine: str = "spark"
+    """Which runs the mirror: ``spark`` or ``connect``."""
+
+
+def parse_cluster(flag: str, text: str) -> tuple[str, tuple[str, ...]]:
+    """``ALIAS=HOST:PORT[,HOST:PORT...]`` -> (alias, addresses); InitRefused says what is wrong.
+    An address is never echoed whole: it may carry ``user:password@``."""
+    alias, equals, servers = text.partition("=")
+    if not equals or not alias:
+        raise InitRefused(f"{flag} needs ALIAS=HOST:PORT[,HOST:PORT...], e.g. {flag} primary=kafka-1:9092")
+    if not ALIAS.fullmatch(alias):
+        raise InitRefused(f"{flag}: cluster alias {printable(alias)[:70]!r} must be letters, digits, '_' or '-' "
+                          "(at most 63, starting with a letter or digit)")
+    addresses = tuple(a.strip() for a in servers.split(","))
+    for address in addresses:
+        if "@" in address:
+            raise InitRefused(f"{flag} {alias}: an address holds no credentials (user:password@...); give HOST:PORT "
+                              "and name the password's secret under the cluster's security.passwordSecret")
+        port = ADDRESS.fullmatch(address)
+        if not port or not 0 < int(port.group(2)) < 65536:
+            raise InitRefused(f"{flag} {alias}: {printable(address)[:100]!r} is not HOST:PORT "
+                              "(a port from 1 to 65535; several addresses separated by ',')")
+    return alias, addresses
+
+
+def init_files(options: RepositoryOptions, schema_text: str, version: str) -> dict[str, str]:
+    """File name -> content of the repository; ``schema_text`` is the installed DR-spec schema and
+    ``version`` the installed mm2spec's, which ``requirements.txt`` and the pre-commit hook pin."""
+    _check(options)
+    spec_file = f"{options.name}.dr.yaml"
+    files = {
+        spec_file: _spec(options),
+        SCHEMA_FILE: schema_text,
+        "Pulumi.yaml": _pulumi_project(options, spec_file),
+        "__main__.py": PROGRAM,
+        "requirements.txt": f"# The Pulumi program's packages (Pulumi installs them into .venv).\nmm2spec[pulumi]=={version}\n",
+        ".pre-commit-config.yaml": PRE_COMMIT.format(version=version),
+        ".gitignore": GITIGNORE,
+        "README.md": _readme(options, spec_file),
+    }
+    for env in options.environments:
+        files[f"Pulumi.{env}.yaml"] = (
+            f"# Stack {env}: the spec with its {env!r} overlay. Cluster passwords: the secret named by the spec's\n"
+            f"# passwordSecret, `pulumi config set --secret NAME --stack {env}`, else the environment variable NAME.\n"
+            f"config:\n  {options.name}:spec: {spec_file}\n  {options.name}:environment: {env}\n")
+    return files
+
+
+def check_init_folder(out_dir: str | Path, names: list[str], force: bool) -> list[str]:
+    """Refuse a folder ``init`` cannot use (InitRefused, naming why); the names of ``names`` that
+    exist there already (replaced with ``force``; the folder's other files are never touched)."""
+    out = Path(out_dir)
+    shown = printable(str(out))
+    if out.exists() and not out.is_dir():
+        raise InitRefused(f"{shown} is not a folder: give a folder for the repository (it is created if missing)")
+    present = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    clash = sorted(n for n in names if n in present)
+    if present and not force:
+        listed = ", ".join(printable(n) for n in (clash or present)[:8]) + (" ..." if len(clash or present) > 8 else "")
+        what = (f"it already has {listed}, which init would replace" if clash
+                else f"it holds {len(present)} file{'s' if len(present) != 1 else ''} ({listed})")
+        raise InitRefused(f"{shown} is not empty: {what}; use an empty folder, or --force to write the repository's "
+                          "files into it (replacing files of the same name, leaving the others)")
+    try:
+        check_output_folder(out)
+    except OutputUnwritable as exc:  # its message names --out; init has no such flag
+        raise InitRefused(str(exc).replace("--out ", "")) from None
+    return clash
+
+
+def write_repository(files: dict[str, str], out_dir: str | Path) -> list[Path]:
+    """Write the repository's files into ``out_dir``, all or nothing (``write_files``)."""
+    return write_files(files, out_dir, fixed=FIXED)
+
+
+def check_spec(files: dict[str, str]) -> None:
+    """The spec ``init_files`` wrote passes ``mm2spec validate`` (every environment), or InitRefused
+    with its problems: a flag's value the schema refuses is reported before anything is written."""
+    spec_file = next(name for name in files if name.endswith(".dr.yaml"))
+    with tempfile.TemporaryDirectory(prefix="mm2spec-init-") as folder:
+        for name in (spec_file, SCHEMA_FILE):
+            (Path(folder) / name).write_text(files[name], encoding="utf-8")
+        try:
+            load_valid(Path(folder) / spec_file, all_environments=True)
+        except SpecInvalid as exc:
+            problems = "\n".join(f"  {d.pointer}: {d.message}" + (f" ({d.hint})" if d.hint else "")
+                                 for d in exc.diagnostics)
+            raise InitRefused(f"the flags give a spec mm2spec would refuse:\n{problems}") from None
+
+
+def _check(options: RepositoryOptions) -> None:
+    if not NAME.fullmatch(options.name):
+        raise InitRefused(f"--name {printable(options.name)[:70]!r}: use lowercase letters, digits and '-' "
+                          "(at most 63, not starting or ending with '-'), e.g. --name payments-dr")
+    if options.engine not in ENGINES:
+        raise InitRefused(f"--engine {printable(options.engine)[:30]!r}: use one of {', '.join(ENGINES)}")
+    if (options.source is None) != (options.target is None):
+        raise InitRefused("give both --source and --target, or neither (a skeleton with placeholder clusters)")
+    if options.source and options.target and options.source[0] == options.target[0]:
+        raise InitRefused(f"--source and --target are both {options.source[0]!r}: give the clusters different aliases")
+    if not options.environments:
+        raise InitRefused("--environments names no environment: give at least one, e.g. dev,staging,prod")
+    for env in options.environments:
+        if not ALIAS.fullmatch(env):
+            raise InitRefused(f"--environments: {printable(env)[:70]!r} must be letters, digits, '_' or '-'")
+    if len(set(options.environments)) != len(options.environments):
+        raise InitRefused("--environments names an environment twice")
+    for topic in options.topics:
+        problem = "it is empty" if not topic else java_regex_error(topic)
+        if problem:
+            shown = printable(topic)[:100]
+            raise InitRefused(f"--topic {shown!r}: {'' if topic else 'not '}a topic name or Java regex: {problem}")
+
+
+def _flow(items) -> str:
+    return "[" + ", ".join(json.dumps(item) for item in items) + "]"
+
+
+def _secret_name(alias: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", alias.upper()) + "_MM2_PASSWORD"
+
+
+def _cluster(alias: str, addresses: tuple[str, ...], placeholder: bool) -> str:
+    note = "   # placeholders: your brokers' host:port" if placeholder else ""
+    return (f"  {alias}:\n"
+            f"    bootstrapServers: {_flow(addresses)}{note}\n"
+            f"    # security:                       # for secured clusters, e.g. SASL over TLS:\n"
+            f"    #   protocol: SASL_SSL            # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL\n"
+            f"    #   saslMechanism: SCRAM-SHA-512\n"
+            f"    #   username: mm2\n"
+            f"    #   passwordSecret: {_secret_name(alias)}   # a secret's NAME, never the password itself\n")
+
+
+def _spec(options: RepositoryOptions) -> str:
+    skeleton = options.source is None
+    source, source_servers = options.source or ("primary", ("primary-1.example.com:9092", "primary-2.example.com:9092"))
+    target, target_servers = options.target or ("dr", ("dr-1.example.com:9092", "dr-2.example.com:9092"))
+    topics = options.topics or ("orders", "payments-.*")
+    overlays = "".join(f"  {env}: {{}}\n" for env in options.environments)
+    example_env = options.environments[0]
+    return f"""\
+# yaml-language-server: $schema={SCHEMA_FILE}
+# The DR spec of {options.name}: which clusters take part, what to mirror and how, and what differs
+# per environment. Check it with `mm2spec validate {options.name}.dr.yaml` (every environment, every
+# problem at once); each field is described in {SCHEMA_FILE}, which your editor uses through the
+# first line. Written by `mm2spec init`{'' if skeleton else ' from its flags'}: edit it freely.
+apiVersion: mm2spec/v1
+kind: DisasterRecovery
+metadata:
+  name: {options.name}
+
+clusters:
+{_cluster(source, source_servers, skeleton)}{_cluster(target, target_servers, skeleton)}
+# One entry per replication flow (source -> target); more entries give active-active or fan-in.
+mirrors:
+  - name: {source}-to-{target}
+    source: {source}
+    target: {target}
+    replicationPolicy: identity       # identity: same topic names on {target} (one-way only) | default: {source}.<topic>
+    topics: {_flow(topics)}   # exact names or Java regular expressions
+    groups: []                        # consumer groups whose offsets follow them to {target} (names or regexes)
+
+{"engine: " + options.engine:<38}# which runs the mirror: spark | connect (MM2 on Kafka Connect)
+
+acls:
+  manage: false                       # true: create the ACLs the mirror needs on both clusters (set acls.principal)
+
+# Environments, one Pulumi stack each (Pulumi.<env>.yaml): merged over everything above as a JSON
+# Merge Patch (null deletes a key; mirrors merge by name). For example, other brokers in {example_env}:
+#   {example_env}:
+#     clusters:
+#       {source}: {{bootstrapServers: ["127.0.0.1:19092"]}}
+environments:
+{overlays}"""
+
+
+def _pulumi_project(options: RepositoryOptions, spec_file: str) -> str:
+    return f"""\
+# The Pulumi project of this DR repository: one stack per environment (Pulumi.<env>.yaml). Stack
+# config: {options.name}:spec (the DR spec), {options.name}:environment (its overlay), optional
+# {options.name}:outDir (rendered files; default .mm2spec/out/<stack>) and {options.name}:sparkRun,
+# and the cluster passwords as secrets named as the spec's passwordSecret.
+name: {options.name}
+description: Kafka disaster recovery from {spec_file} (topics, ACLs, MirrorMaker 2 / Spark mirroring)
+runtime:
+  name: python
+  options:
+    virtualenv: .venv                 # created from requirements.txt (mm2spec[pulumi]) on the first run
+"""
+
+
+PROGRAM = '''\
+"""The Pulumi program: mm2spec's resources (topics, ACLs, the mirror's deployment) for this stack.
+
+It reads the stack config (<project>:spec, <project>:environment) and declares what the spec means
+for the clusters as they are. The code lives in the installed package (pip install
+'mm2spec[pulumi]'), so that Pulumi records its providers by reference: keep it there, not here.
+"""
+
+from mm2spec.provision.program import main
+
+main()
+'''
+
+PRE_COMMIT = """\
+# pre-commit (https://pre-commit.com): `pre-commit install` once, then every commit validates the
+# DR specs it touches. Installs mm2spec's light core only (no pyspark, pulumi or matplotlib).
+repos:
+  - repo: local
+    hooks:
+      - id: mm2spec-validate
+        name: mm2spec validate
+        entry: mm2spec validate
+        language: python
+        additional_dependencies: ["mm2spec=={version}"]
+        files: '\\.dr\\.ya?ml$'
+"""
+
+GITIGNORE = """\
+# The Pulumi program's virtualenv, and what mm2spec writes while it runs (rendered configs, the
+# Spark job's state and checkpoints).
+.venv/
+.mm2spec/
+__pycache__/
+*.pyc
+"""
+
+
+def _readme(options: RepositoryOptions, spec_file: str) -> str:
+    envs = list(options.environments)
+    first = envs[0]
+    stacks = "".join(f"pulumi stack init {env}\n" for env in envs)
+    promote = (f"mm2spec promote {spec_file} --from {envs[-2]} --to {envs[-1]}   # what promoting to {envs[-1]} changes\n"
+               if len(envs) > 1 else "")
+    return f"""\
+# {options.name}: Kafka disaster recovery
+
+This repository holds the DR spec of `{options.name}` ([`{spec_file}`]({spec_file})) and the Pulumi
+project that applies it, one stack per environment ({', '.join(f'`{e}`' for e in envs)}).
+It was started with `mm2spec init`; see mm2spec's README for every field and command.
+
+| file | what it is |
+|---|---|
+| `{spec_file}` | the DR spec: clusters, mirrors, per-environment overlays |
+| `{SCHEMA_FILE}` | the spec's JSON Schema, for your editor (the spec's first line names it) |
+| `Pulumi.yaml`, `Pulumi.<env>.yaml` | the Pulumi project and a stack per environment (which spec, which overlay) |
+| `__main__.py`, `requirements.txt` | the Pulumi program: mm2spec's, from the installed package |
+| `.pre-commit-config.yaml` | validates the spec on every commit |
+
+## Set up
+
+```bash
+pip install mm2spec                # the command line (validate, plan, promote); the Pulumi CLI: https://www.pulumi.com/docs/install/
+pre-commit install                 # optional: validate on every commit
+pulumi login                       # your state backend (pulumi login --local: files on this machine)
+{stacks}```
+
+The first `pulumi preview` creates the program's `.venv` from `requirements.txt` (`mm2spec[pulumi]`,
+the version that wrote this repository); `pulumi install` does it ahead of time.
+
+Passwords never go in the spec: a secured cluster's `passwordSecret` names a secret, set per stack
+with `pulumi config set --secret NAME --stack ENV` (or exported as the environment variable NAME).
+
+## Change the DR setup
+
+```bash
+mm2spec validate {spec_file}                       # every environment, every problem at once
+mm2spec plan {spec_file} --env {first}              # what differs from the live clusters
+pulumi preview --stack {first}                      # what Pulumi would change
+pulumi up --stack {first}                           # apply
+{promote}```
+
+Review changes in pull requests: the preview (and `mm2spec plan --format markdown`) of each
+environment is the review; apply on merge, environment by environment.
+"""
