@@ -34,6 +34,9 @@ MIN_RATE_SPAN_S = 1.0
 #: A progress event without records is logged only when its batch id is a multiple of this, so an
 #: idle flow does not write a log line per event.
 IDLE_LOG_EVERY_BATCHES = 30
+#: A batch's log line names at most this many topics (the busiest): at width a line per batch that
+#: named all of them would be thousands of entries long.
+PROGRESS_TOPICS = 10
 
 
 @dataclass
@@ -220,10 +223,14 @@ def _fmt_bytes(n: float) -> str:
 def progress_line(flow: str, figures: FlowFigures, batch_id: int, batch_records: int) -> str:
     latency = ("-" if figures.replication_latency_ms_avg is None
                else f"{figures.replication_latency_ms_avg:.0f}/{figures.replication_latency_ms_max:.0f} ms")
+    active = sorted(((name, t) for name, t in figures.topics.items() if t.records_per_second > 0),
+                    key=lambda item: (-item[1].records_per_second, item[0]))
     topics = ", ".join(
         f"{name} {t.records_per_second:.0f} rec/s"
         + (f" {t.replication_latency_ms_avg:.0f} ms" if t.replication_latency_ms_avg is not None else "")
-        for name, t in sorted(figures.topics.items()) if t.records_per_second > 0)
+        for name, t in active[:PROGRESS_TOPICS])
+    if len(active) > PROGRESS_TOPICS:
+        topics += f" and {len(active) - PROGRESS_TOPICS:,} more (status.json has every topic)"
     return (f"flow={flow} batch={batch_id} records={batch_records} total={figures.records} "
             f"rate={figures.records_per_second:.0f} rec/s {_fmt_bytes(figures.bytes_per_second)}/s "
             f"latency(avg/max)={latency} "

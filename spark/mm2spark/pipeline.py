@@ -171,6 +171,8 @@ class FlowPipeline:
         self.group_thread: GroupOffsetThread | None = None
         self.group_mirror = GroupOffsetMirror(flow, self.store)
         self.writer = FlowWriter(spark, job.name, flow)
+        self.written_topics: set[str] = set()
+        """Target topics the writer has written since the job started (the rest are new to it)."""
         metrics.flow(flow.name).delivery = "exactly-once" if flow.exactly_once else "at-least-once"
 
     # ------------------------------------------------------------------ setup
@@ -313,7 +315,9 @@ class FlowPipeline:
             return
         self.ensure_targets(set(ranges))
         prepared = time.monotonic()
-        written = self.writer.write(batch_df)
+        targets = {self.target_topic(t) for t, _ in ranges}
+        written = self.writer.write(batch_df, targets - self.written_topics)
+        self.written_topics |= targets
         wrote = time.monotonic()
         syncs = self.emitter.on_batch(written.runs)
         if syncs:

@@ -15,6 +15,7 @@ slower path).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mm2spark.config import MirrorFlowConfig
@@ -125,6 +126,9 @@ class FlowWriter:
         for key, value in writer_settings(job_name, flow).items():
             self._settings.put(key, value)
 
-    def write(self, batch_df) -> BatchWritten:
-        """Writes the batch; the JVM returns every JSON line in one string (one gateway call)."""
-        return BatchWritten.parse(line for line in self._writer.write(batch_df._jdf, self._settings).split("\n") if line)
+    def write(self, batch_df, new_topics: Iterable[str] = ()) -> BatchWritten:
+        """Writes the batch; the JVM returns every JSON line in one string (one gateway call).
+        ``new_topics``: target topics the writers have not written since the job started, whose
+        metadata each task's producer learns in bulk first (one round trip per new topic otherwise)."""
+        out = self._writer.write(batch_df._jdf, self._settings, "\n".join(sorted(new_topics)))
+        return BatchWritten.parse(line for line in out.split("\n") if line)

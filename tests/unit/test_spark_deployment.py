@@ -120,6 +120,25 @@ def test_figures_per_topic_from_the_writers_results(tmp_path):
     assert "flow=f batch=0 records=14" in progress_line("f", figures, 0, 14)
 
 
+def test_a_batch_line_names_only_the_busiest_topics(tmp_path):
+    """At width (10,000 topics) a line naming every topic would be megabytes a minute of log."""
+    from mm2spark.metrics import PROGRESS_TOPICS
+
+    metrics = MirrorMetrics("job", tmp_path / "status.json")
+    now = 1_000_000.0
+    batches = {}
+    for i in range(PROGRESS_TOPICS + 5):
+        batch = TopicBatch()
+        batch.add(i + 1, 10, None, 0)
+        batches[f"t{i:02d}"] = batch
+    metrics.record_batch(BatchReport("f", 0, batches), now=now)
+    line = progress_line("f", metrics.flow("f"), 0, 1)
+    named = [name for name in batches if f"{name} " in line]
+    busiest = sorted(batches, key=lambda n: -batches[n].records)[:PROGRESS_TOPICS]
+    assert sorted(named) == sorted(busiest)
+    assert "and 5 more" in line
+
+
 # --------------------------------------------------------------- the job's entry point: user errors
 
 @pytest.fixture

@@ -38,11 +38,14 @@ public final class MirrorWriter {
 
     /** Writes the batch (see {@link WriterSettings} for {@code settings}); the tasks' JSON lines (see
      *  {@link WriteTask}) as one newline-separated string: the driver reads it in one gateway call,
-     *  where a list costs a call per line (a line per source partition: 1,000s at width). */
-    public static String write(Dataset<Row> batch, Map<String, String> settings) {
+     *  where a list costs a call per line (a line per source partition: 1,000s at width).
+     *  {@code newTopics}: the target topics this job's writers have not written yet, one per line;
+     *  each task's producer learns their metadata in bulk first ({@link Producers#warm}). */
+    public static String write(Dataset<Row> batch, Map<String, String> settings, String newTopics) {
         WriterSettings parsed = new WriterSettings(settings);
+        List<String> topics = newTopics.isEmpty() ? List.of() : java.util.Arrays.asList(newTopics.split("\n"));
         Dataset<Row> rows = batch.select(COLUMNS[0], java.util.Arrays.copyOfRange(COLUMNS, 1, COLUMNS.length));
-        List<String> lines = rows.queryExecution().toRdd().toJavaRDD().mapPartitions(new WriteTask(parsed)).collect();
+        List<String> lines = rows.queryExecution().toRdd().toJavaRDD().mapPartitions(new WriteTask(parsed, topics)).collect();
         return String.join("\n", lines);
     }
 }

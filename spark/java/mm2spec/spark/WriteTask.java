@@ -41,9 +41,12 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         "batch-size-avg", "request-latency-avg", "record-queue-time-avg", "io-wait-ratio", "outgoing-byte-rate"};
 
     private final WriterSettings settings;
+    /** Target topics new to this job's writers since it started: learnt in bulk before the write. */
+    private final ArrayList<String> newTopics;
 
-    WriteTask(WriterSettings settings) {
+    WriteTask(WriterSettings settings, List<String> newTopics) {
         this.settings = settings;
+        this.newTopics = new ArrayList<>(newTopics);
     }
 
     @Override
@@ -68,6 +71,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         KafkaProducer<byte[], byte[]> producer = Producers.borrow(settings);
         boolean healthy = false;
         try {
+            Producers.warm(producer, newTopics);
             Cursor cursor = new Cursor(settings.targetPrefix());
             while (rows.hasNext()) {
                 InternalRow row = rows.next();
