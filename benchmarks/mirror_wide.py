@@ -135,6 +135,7 @@ class EndOffsets:
     """The end offsets of many partitions in one ListOffsets round; missing ones count as 0."""
 
     def __init__(self, bootstrap: str, partitions: list[tuple[str, int]]):
+        self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.partitions = partitions
 
@@ -145,11 +146,17 @@ class EndOffsets:
         except Exception:  # noqa: BLE001 - topics not created yet: nothing mirrored yet
             return [0] * len(self.partitions)
         out = []
+        missing = False
         for t, p in self.partitions:
             try:
                 out.append(futures[TopicPartition(t, p)].result(30).offset)
             except Exception:  # noqa: BLE001 - this target topic does not exist yet
                 out.append(0)
+                missing = True
+        if missing:
+            # A client that asked before the topics existed kept failing for 10,000 of them after
+            # they did (2026-11-26): the next read starts from fresh metadata.
+            self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
         return out
 
 

@@ -12,10 +12,8 @@ job load from the new virtualenv.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.runtime.process import tail
 from mm2spec.spec.model import Cluster
 from specs import spec_for
+from tests.kit import wheel
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
@@ -44,25 +43,16 @@ MIRROR_START_TIMEOUT = 300
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the freshly built wheel of mm2spec installed (not editable)."""
     work = tmp_path_factory.mktemp("package")
-    dist = work / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-                   check=True, capture_output=True, timeout=INSTALL_TIMEOUT)
-    wheels, sdists = sorted(dist.glob("mm2spec-*.whl")), sorted(dist.glob("mm2spec-*.tar.gz"))
+    wheels, sdists = wheel.build(work / "dist", INSTALL_TIMEOUT)
     assert [w.name for w in wheels] == [f"mm2spec-{__version__}-py3-none-any.whl"]
     assert [s.name for s in sdists] == [f"mm2spec-{__version__}.tar.gz"]
-    env = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=INSTALL_TIMEOUT)
     # With the spark extra: this module runs the Spark job (test_package_core.py installs no extra).
-    subprocess.run([str(env / "bin" / "pip"), "install", "--quiet", f"{wheels[0]}[spark]"],
-                   check=True, capture_output=True, timeout=INSTALL_TIMEOUT)
-    return env
+    return wheel.install(work, wheels[0], "[spark]", INSTALL_TIMEOUT)
 
 
 def run(venv: Path, cwd: Path, *args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
     """A command of the installed package, in ``cwd``, with nothing pointing at the checkout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return wheel.run(venv, cwd, *args, timeout=timeout)
 
 
 def test_installed_package_loads_from_the_venv_not_the_checkout(venv, tmp_path):

@@ -9,13 +9,13 @@ plan gets without one (it has loaded the spec, the Kafka client and asked the cl
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.kit import wheel
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -31,23 +31,13 @@ OPTIONAL = ("pyspark", "pulumi", "matplotlib")
 def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the freshly built wheel of mm2spec installed without any extra."""
     work = tmp_path_factory.mktemp("package-core")
-    dist = work / "dist"
-    # The wheel from the sdist, as PyPI users get it (and no build/ folder is left in the checkout).
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-                   check=True, capture_output=True, timeout=INSTALL_TIMEOUT)
-    wheel = next(dist.glob("mm2spec-*.whl"))
-    env = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=INSTALL_TIMEOUT)
-    subprocess.run([str(env / "bin" / "pip"), "install", "--quiet", str(wheel)],
-                   check=True, capture_output=True, timeout=INSTALL_TIMEOUT)
-    return env
+    wheels, _ = wheel.build(work / "dist", INSTALL_TIMEOUT)
+    return wheel.install(work, wheels[0], "", INSTALL_TIMEOUT)
 
 
 def run(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """A command of the installed package, in ``cwd``, with nothing pointing at the checkout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=CLI_TIMEOUT)
+    return wheel.run(venv, cwd, *args, timeout=CLI_TIMEOUT)
 
 
 def test_the_core_install_has_none_of_the_heavy_libraries(core, tmp_path):

@@ -5,6 +5,7 @@
 - ``faults``: fault runs (kill -9, broker restarts, cut links) of the Spark mirror under load
 - ``acl_matrix``: the least-privilege probe matrix
 - ``leases``: a DR pair's lease in memory, fenced as Kafka's transactions fence (unit tests)
+- ``wheel``: the built wheel installed in a fresh virtualenv, and its commands run from outside the checkout
 
 Imported as ``tests.kit`` from the project root (pytest runs from there; the benchmarks put the
 root on ``sys.path``). May import anything in ``mm2spec``.

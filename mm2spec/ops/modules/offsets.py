@@ -185,6 +185,17 @@ def _selected_groups(ctx: Context, flow: MirrorFlow) -> list[str]:
     return sorted({group for group, _topic, _partition in checkpoints(ctx, flow) if ctx.group_selected(group)})
 
 
+def _active_members(ctx: Context, flow: MirrorFlow, cluster: str, states: Mapping, outcome: str) -> dict:
+    """The groups of ``states`` with members on ``cluster`` (they would read there before their
+    offsets are set); OperationRefused unless --skip-active leaves them alone."""
+    active = {g: s.members for g, s in states.items() if s.members}
+    if active and not ctx.options.skip_active:
+        shown = "; ".join(f"{g}: {', '.join(m)}" for g, m in sorted(active.items()))
+        raise OperationRefused(f"{flow.name}: groups with active members on {cluster} ({shown}): stop those "
+                               f"consumers first, or pass --skip-active to leave these groups alone; {outcome}")
+    return active
+
+
 def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     """Before anything is written: ``--limit group=`` selects some group, and no selected group has
     members on DR (they would read there before their offsets are translated) unless --skip-active;
@@ -194,12 +205,7 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         names = _selected_groups(ctx, flow)
         selected_any = selected_any or bool(names)
         states = ctx.client(GroupOffsets, flow.target).describe(names) if names else {}
-        active = {g: s.members for g, s in states.items() if s.members}
-        if active and not ctx.options.skip_active:
-            shown = "; ".join(f"{g}: {', '.join(m)}" for g, m in sorted(active.items()))
-            raise OperationRefused(f"{flow.name}: groups with active members on {flow.target} ({shown}): stop those "
-                                   "consumers first, or pass --skip-active to leave these groups alone; nothing was "
-                                   "changed")
+        active = _active_members(ctx, flow, flow.target, states, "nothing was changed")
         left = f"; {len(active)} active there left alone (--skip-active)" if active else ""
         outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len(names)} groups selected, none consuming on "
                                 f"{flow.target}{left}", flow=flow.name))
@@ -264,12 +270,7 @@ def commit_translations(ctx: Context, flows: list[MirrorFlow], by_flow: Mapping[
             continue
         client = ctx.client(GroupOffsets, cluster)
         current = client.describe(wanted)
-        active = {g: s.members for g, s in current.items() if s.members}
-        if active and not ctx.options.skip_active:
-            names = "; ".join(f"{g}: {', '.join(m)}" for g, m in sorted(active.items()))
-            raise OperationRefused(f"{flow.name}: groups with active members on {cluster} ({names}): "
-                                   "stop those consumers, or pass --skip-active to leave these groups alone; "
-                                   "nothing was committed")
+        active = _active_members(ctx, flow, cluster, current, "nothing was committed")
         for group, offsets in sorted(wanted.items()):
             outcomes.append(_commit_group(ctx, flow, cluster, client, group, offsets, current[group].offsets,
                                           group in active))
