@@ -4,9 +4,10 @@
     .venv/bin/python benchmarks/mirror_wide.py --topics 10000 --partitions 1 --records 200000 \
         --live-seconds 0 --sample 1.0                              # 10,000 partitions, backlog only
 
-Per engine, on the same source topics of the dev clusters (each engine mirrors them from the start
-into target topics of its own, DefaultReplicationPolicy with a per-run source alias, deleted after
-the run):
+Per engine, on source topics of its own with the same fresh backlog (``--shared-backlog``: one
+set of topics for all, each later engine then also mirroring the earlier ones' live load), mirrored
+from the start into target topics of its own (DefaultReplicationPolicy with a per-run source alias;
+both deleted after the run):
 
 1. **Backlog**: ``--records`` records of ``--size`` bytes spread round-robin over every partition;
    the time from the engine's start command until DR holds all of them (start-up included).
@@ -95,8 +96,9 @@ class WideRun:
 class Partitions:
     """Every (topic, partition) of the source, in the writer's round-robin order."""
 
-    def __init__(self, topics: int, partitions: int):
-        self.names = [f"{TOPIC_PREFIX}{t:05d}" for t in range(topics)]
+    def __init__(self, topics: int, partitions: int, prefix: str = TOPIC_PREFIX):
+        self.prefix = prefix
+        self.names = [f"{prefix}{t:05d}" for t in range(topics)]
         self.partitions = partitions
         self.all = [(name, p) for p in range(partitions) for name in self.names]
 
@@ -177,11 +179,11 @@ def fill(bootstrap: str, parts: Partitions, count: int, size: int) -> None:
     producer.flush(600)
 
 
-def live_writer(bootstrap: str, topics: int, partitions: int, start_index: int, rate: float, seconds: float,
-                size: int, out) -> None:
+def live_writer(bootstrap: str, topics: int, partitions: int, prefix: str, start_index: int, rate: float,
+                seconds: float, size: int, out) -> None:
     """A process of its own: writes ``rate`` records/s round-robin, and sends back (time, records
     handed to the producer so far) every slice, then the total once every record is acknowledged."""
-    parts = Partitions(topics, partitions)
+    parts = Partitions(topics, partitions, prefix)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1000000})
     payload = b"y" * (size - 10)
     began = time.monotonic()
@@ -227,7 +229,7 @@ def measure(engine, engine_name: str, round_no: int, primary: str, dr: str, part
     target = EndOffsets(dr, [(f"{alias}.{t}", p) for t, p in parts.all])
     total = backlog_before
     began = time.monotonic()
-    engine.start(primary, dr, alias, f"{TOPIC_PREFIX}.*")
+    engine.start(primary, dr, alias, f"{parts.prefix}.*")
     done = wait_for(total, target, BACKLOG_TIMEOUT_S, args.sample)
     run.backlog_s = round(done - began, 1) if done else None
     run.load.append(round(mt.load_average(), 1))
@@ -239,8 +241,9 @@ def measure(engine, engine_name: str, round_no: int, primary: str, dr: str, part
     base = target.read()
     source_base = source.read()
     receive, send = multiprocessing.Pipe(duplex=False)
-    writer = multiprocessing.Process(target=live_writer, args=(primary, args.topics, args.partitions, total, args.rate,
-                                                               args.live_seconds, args.size, send), daemon=True)
+    writer = multiprocessing.Process(target=live_writer, daemon=True,
+                                     args=(primary, args.topics, args.partitions, parts.prefix, total, args.rate,
+                                           args.live_seconds, args.size, send))
     writer.start()
     samples: list[tuple[float, list[int], float, list[int]]] = []
     phases: dict[int, dict] = {}
@@ -388,6 +391,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sample", type=float, default=0.5, help="seconds between end-offset samples")
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max of the Spark mirror source and of MM2")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--shared-backlog", action="store_true",
+                        help="all engines mirror one set of source topics (each later engine also mirrors the earlier "
+                             "ones' live load); default: each engine its own topics with the same fresh backlog")
     parser.add_argument("--heap", default="1g")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--spark-set", action="append", default=[], metavar="KEY=VALUE")
@@ -414,7 +420,6 @@ def main() -> int:
     stack = DevStack(workdir / "dev", ports=DevPorts.free(), tie_to_parent=True, echo=lambda line: None)
     state = stack.up(with_connect=False, timeout=300)
     primary, dr = state.primary.bootstrap, state.dr.bootstrap
-    parts = Partitions(args.topics, args.partitions)
 
     def engine_of(name: str):
         if name.startswith("spark"):
@@ -424,29 +429,43 @@ def main() -> int:
         return mt.Mm2Engine("mm2", workdir / "runs", args.heap, state.dr, tasks_max=args.tasks)
 
     runs: list[WideRun] = []
-    try:
-        log(f"creating {args.topics:,} topics x {args.partitions} partitions and a backlog of {args.records:,} records")
+
+    def backlog(parts: Partitions) -> int:
+        log(f"creating {args.topics:,} topics x {args.partitions} partitions ({parts.prefix}*) and a backlog of "
+            f"{args.records:,} records")
         create_topics(primary, parts.names, args.partitions)
         fill(primary, parts, args.records, args.size)
-        written = sum(EndOffsets(primary, parts.all).read())
-        if written != args.records:
-            log(f"the source holds {written:,} records, not {args.records:,}: the backlog is what it holds")
+        held = sum(EndOffsets(primary, parts.all).read())
+        if held != args.records:
+            log(f"the source holds {held:,} records, not {args.records:,}: the backlog is what it holds")
+        return held
+
+    try:
+        shared = Partitions(args.topics, args.partitions) if args.shared_backlog else None
+        written = backlog(shared) if shared else 0
         for round_no in range(1, args.rounds + 1):
             shift = (round_no - 1) % len(engines)
             for name in engines[shift:] + engines[:shift]:
                 alias = f"{name.replace('-', '')}r{round_no}"
+                # Each engine its own source topics and the same fresh backlog, unless --shared-backlog.
+                parts = shared or Partitions(args.topics, args.partitions, f"{TOPIC_PREFIX}{alias}-")
+                if not shared:
+                    written = backlog(parts)
                 engine = engine_of(name)
                 try:
                     run = measure(engine, name, round_no, primary, dr, parts, args, alias, written)
                 finally:
                     engine.stop()
-                # The live load stays on the source: the next engine mirrors it as backlog too.
-                written = sum(EndOffsets(primary, parts.all).read())
                 runs.append(run)
                 if args.json:
                     Path(args.json).write_text(json.dumps([asdict(r) for r in runs], indent=1))
                 log(f"{name} round {round_no}: {asdict(run)}")
                 delete_prefix(dr, f"{alias}.")
+                if shared:
+                    # The live load stays on the source: the next engine mirrors it as backlog too.
+                    written = sum(EndOffsets(primary, parts.all).read())
+                else:
+                    delete_prefix(primary, parts.prefix)
     finally:
         stack.down()
     print_table(runs)
