@@ -276,6 +276,8 @@ class SparkEngine:
                 "offset-syncs.topic.location": "target",
                 "emit.checkpoints.enabled": "false", "sync.group.offsets.enabled": "false",
                 "exactly.once.source.support": "enabled" if self.exactly_once else "disabled",
+                # MM2's tasks.max here (Mm2Engine): the mirror source runs that many tasks a batch.
+                "tasks.max": "2",
                 **self.flow_extra,
             }],
         }
