@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from mm2spec import __version__
-from mm2spec.render.repository import (RepositoryOptions, check_init_folder, check_spec, init_files, parse_cluster,
+from mm2spec.mm2.engine_facts import DEFAULT_ENGINE
+from mm2spec.render.repository import (ENGINES, RepositoryOptions, check_init_folder, check_spec, init_files, parse_cluster,
                                        write_repository)
 from mm2spec.resources import schema_path
 
@@ -52,7 +53,8 @@ def add_parsers(commands) -> None:
                    help="a topic to mirror, a name or Java regex; repeat for more (default: examples)")
     p.add_argument("--environments", default="dev,staging,prod", metavar="ENV[,ENV...]",
                    help="the environments, one overlay and Pulumi stack each (default: dev,staging,prod)")
-    p.add_argument("--engine", default="spark", help="which runs the mirror: spark (default) or connect")
+    p.add_argument("--engine", default=DEFAULT_ENGINE,
+                   help=f"which runs the mirror: {', '.join(ENGINES)} (default: {DEFAULT_ENGINE})")
     p.add_argument("--force", action="store_true",
                    help="write into a folder that holds files (files of the same name are replaced, others kept)")
     p.set_defaults(func=cmd_init)

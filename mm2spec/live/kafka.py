@@ -236,26 +236,22 @@ class KafkaAdmin:
 
     def end_offsets(self, topic: str, partitions: int) -> list[int]:
         """The latest offset of each partition (ListOffsets, answered by the partition leaders)."""
-        def read() -> list[int]:
-            request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
-            result = [0] * partitions
-            for tp, future in self._client.list_offsets(request, request_timeout=self.timeout).items():
-                result[tp.partition] = future.result().offset
-            return result
-
-        return retrying(read, f"end offsets of {topic}", self.cluster, unknown_topic_ok=True)
+        return self._offsets(topic, partitions, OffsetSpec.latest(), "end offsets")
 
     def log_starts(self, topic: str, partitions: int) -> list[int]:
         """The log-start offset of each partition (ListOffsets earliest): records below it were
         deleted (retention, DeleteRecords)."""
+        return self._offsets(topic, partitions, OffsetSpec.earliest(), "log-start offsets")
+
+    def _offsets(self, topic: str, partitions: int, spec: OffsetSpec, what: str) -> list[int]:
         def read() -> list[int]:
-            request = {TopicPartition(topic, p): OffsetSpec.earliest() for p in range(partitions)}
+            request = {TopicPartition(topic, p): spec for p in range(partitions)}
             result = [0] * partitions
             for tp, future in self._client.list_offsets(request, request_timeout=self.timeout).items():
                 result[tp.partition] = future.result().offset
             return result
 
-        return retrying(read, f"log-start offsets of {topic}", self.cluster, unknown_topic_ok=True)
+        return retrying(read, f"{what} of {topic}", self.cluster, unknown_topic_ok=True)
 
     def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
         """The topic ID of each named topic that exists (DescribeTopics), as text: a topic deleted

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mm2spec.errors import InitRefused, OutputUnwritable, SpecInvalid
+from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, ENGINE_FACTS
 from mm2spec.render.files import check_output_folder, write_files
 from mm2spec.spec.document import printable
 from mm2spec.spec.load import load_valid
@@ -29,7 +30,8 @@ ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 """A cluster alias or an environment name (the schema's rule)."""
 ADDRESS = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
 """One bootstrap address, ``host:port`` (an IPv6 host in brackets)."""
-ENGINES = ("spark", "connect")
+ENGINES = tuple(ENGINE_FACTS)
+"""The engines ``--engine`` takes (mm2's table of engines)."""
 SCHEMA_FILE = "dr-spec.schema.json"
 FIXED = (".gitignore", ".pre-commit-config.yaml", "__main__.py")
 """The files whose names start with '.' or '_' (``write_files``'s ``fixed``)."""
@@ -49,7 +51,7 @@ class RepositoryOptions:
     """Topics to mirror (names or Java regexes); empty: the skeleton's examples."""
     environments: tuple[str, ...] = ("dev", "staging", "prod")
     """One overlay and one Pulumi stack each."""
-    engine: str = "spark"
+    engine: str = DEFAULT_ENGINE
     """Which runs the mirror: ``spark`` or ``connect``."""
 
 

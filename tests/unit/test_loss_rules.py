@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mm2spec.live.records import RecordReader
 from mm2spec.live.types import Record
-from mm2spec.ops.modules import loss, verify
+from mm2spec.ops.modules import loss, topology, verify
 from mm2spec.ops.modules.sections import LOSS, LOSS_SECTION
 from mm2spec.ops.modules.topology import MirroredPartition
 from mm2spec.ops.playbooks.context import Context, Options
@@ -22,10 +22,10 @@ NOW_S = 1_800_000_000.0
 # ------------------------------------------------------------------------------- the rules
 
 def test_the_mirror_position_is_one_past_the_synced_record_plus_what_dr_holds_after_it():
-    assert loss.mirror_position(None, 50) is None
-    assert loss.mirror_position((100, 40), 41) == 101  # the synced record is DR's last
-    assert loss.mirror_position((100, 40), 60) == 120  # 19 records copied after it
-    assert loss.mirror_position((100, 40), 40) == 101  # DR's end behind the sync (retention): at least past it
+    assert topology.mirror_position(None, 50) is None
+    assert topology.mirror_position((100, 40), 41) == 101  # the synced record is DR's last
+    assert topology.mirror_position((100, 40), 60) == 120  # 19 records copied after it
+    assert topology.mirror_position((100, 40), 40) == 101  # DR's end behind the sync (retention): at least past it
 
 
 def test_records_below_the_log_start_that_the_mirror_had_not_reached_are_lost():

@@ -29,7 +29,7 @@ from mm2spec.errors import KafkaOperationFailed, Mm2specError
 from mm2spec.live.dr_state import STATE_TOPIC, read_topic_ids, write_topic_ids
 from mm2spec.live.records import RecordReader
 from mm2spec.ops.playbooks.context import Context
-from mm2spec.ops.modules.topology import MirroredPartition, offset_syncs, partitions
+from mm2spec.ops.modules.topology import MirroredPartition, mirror_position, offset_syncs, partitions
 from mm2spec.spec.model import MirrorFlow
 
 DELETED = "deleted"
@@ -73,15 +73,6 @@ class Loss:
         return {"flow": self.flow, "kind": self.kind, "topic": self.topic, "drTopic": self.target_topic,
                 "partition": self.partition, "records": self.records, "mirrorPosition": self.position,
                 "logStart": self.log_start, "detail": self.detail}
-
-
-def mirror_position(last_sync: tuple[int, int] | None, dr_end: int) -> int | None:
-    """One past the last source offset the mirror copied, from its latest offset sync ``(u, d)``
-    and DR's end; None without a sync (the position is not known)."""
-    if last_sync is None:
-        return None
-    upstream, downstream = last_sync
-    return upstream + max(1, dr_end - downstream)
 
 
 def deleted_before_mirrored(position: int | None, log_start: int) -> int:

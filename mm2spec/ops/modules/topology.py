@@ -37,6 +37,17 @@ def groups(ctx: Context, flow: MirrorFlow) -> list[str]:
     return [g for g in flow.mirrored_groups(names) if ctx.group_selected(g)]
 
 
+def mirror_position(last_sync: tuple[int, int] | None, dr_end: int) -> int | None:
+    """One past the last source offset the mirror copied, from its latest offset sync ``(u, d)``
+    (source record ``u`` is DR record ``d``, and DR's records after ``d`` continue the source's
+    from ``u + 1``) and DR's end; None without a sync (the position is not known). Duplicates and
+    transaction markers on DR only make it larger."""
+    if last_sync is None:
+        return None
+    upstream, downstream = last_sync
+    return upstream + max(1, dr_end - downstream)
+
+
 def offset_syncs(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], list[Sync]]:
     """The offset syncs MM2 still translates with (``current_syncs``), per source partition, sorted
     (the topic is read whole)."""

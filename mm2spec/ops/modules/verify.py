@@ -19,7 +19,7 @@ from mm2spec.ops.playbooks.module import Module, arguments
 from mm2spec.ops.modules.offsets import BY_FLOW
 from mm2spec.ops.modules.sections import LOSS, LOSS_SECTION
 from mm2spec.ops.playbooks.report import Outcome
-from mm2spec.ops.modules.topology import checkpoints, groups, offset_syncs, partitions
+from mm2spec.ops.modules.topology import checkpoints, groups, mirror_position, offset_syncs, partitions
 from mm2spec.spec.model import MirrorFlow
 
 HEARTBEATS_TOPIC = "heartbeats"
@@ -91,9 +91,7 @@ def lag(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
             low, end = source.watermarks(part.topic, part.partition)
             known = syncs.get((part.topic, part.partition))
             if known:
-                up, down = known[-1]
-                dr_end = dr.watermarks(part.target_topic, part.partition)[1]
-                mirrored = min(end, up + max(1, dr_end - down))
+                mirrored = min(end, mirror_position(known[-1], dr.watermarks(part.target_topic, part.partition)[1]))
             else:
                 mirrored = low
             oldest = source.read(part.topic, part.partition, mirrored, mirrored + 1)
