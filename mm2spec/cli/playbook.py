@@ -9,6 +9,9 @@ A run that would change the clusters (a task it will run calls a module that wri
 failback, ``--stranded=rebuild`` ...) first shows what its check mode says it would change and
 asks on the terminal; ``--yes`` skips the question (automation). Without a terminal and without
 ``--yes`` it is refused before any cluster is contacted. ``--check`` and ``verify`` never ask.
+
+``verify --serve PORT`` runs no playbook: it serves the DR exporter (``ops/modules/exporter``) for
+Prometheus until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -126,6 +129,43 @@ def _confirmed(playbook, state, options, tags: list[str], skip_tags: list[str], 
     return True
 
 
+def serve_dr_exporter(args: argparse.Namespace) -> int:
+    """``verify --serve PORT``: the DR exporter until Ctrl-C (or SIGTERM); a line per collection on stderr."""
+    import signal
+    import threading
+
+    from mm2spec.errors import OperationRefused
+    from mm2spec.ops.modules.exporter import REFRESH_SECONDS_DEFAULT, DrExporter
+    from mm2spec.ops.playbooks.context import Context, Options, parse_limit
+    from mm2spec.spec.load import load_desired_state
+
+    if not 0 <= args.serve <= 65535:
+        raise OperationRefused(f"--serve {args.serve}: a port is 1-65535 (0: any free port)")
+    refresh = REFRESH_SECONDS_DEFAULT if args.refresh is None else args.refresh
+    if refresh <= 0:
+        raise OperationRefused(f"--refresh {refresh:g}: the seconds between collections must be above 0")
+    state = load_desired_state(args.spec, args.env)
+    flows, groups = parse_limit(args.limit)
+    ctx = Context(state, Options(limit_flows=flows, limit_groups=groups))
+    exporter = DrExporter(ctx, args.serve, refresh)
+    exporter.listen()
+    print(f"serving the DR figures of {state.name} on :{exporter.port}/metrics, collected every "
+          f"{refresh:g}s; Ctrl-C stops", file=sys.stderr, flush=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+
+    def report(collection) -> None:
+        if not args.quiet:
+            count = sum(len(rows) for rows in collection.series.values())
+            print(f"  collected {count} series" + "".join(f"; {p}" for p in collection.problems),
+                  file=sys.stderr, flush=True)
+
+    exporter.run(stop, report)
+    print("stopped", file=sys.stderr)
+    return 0
+
+
 def _names(values: list[str] | None) -> list[str]:
     return [n.strip() for v in values or () for n in v.split(",") if n.strip()]
 
@@ -191,3 +231,11 @@ def add_parsers(commands) -> None:
         c = commands.add_parser(name, help=text)
         _common(c)
         c.set_defaults(func=lambda args, name=name: run_playbook(args, name))
+        if name == "verify":
+            c.add_argument("--serve", type=int, metavar="PORT",
+                           help="serve the DR figures (RPO per partition, checkpoint age per group, failover state, "
+                                "cluster up) for Prometheus at :PORT/metrics until Ctrl-C, instead of one check")
+            c.add_argument("--refresh", type=float, metavar="SECONDS",
+                           help="with --serve: seconds between readings of the clusters (default 30)")
+            c.set_defaults(func=lambda args: serve_dr_exporter(args) if args.serve is not None
+                           else run_playbook(args, "verify"))

@@ -8,7 +8,8 @@ engine. What no MM2 MBean has (the RPO, checkpoint age, failover state, the Spar
 figures) is named ``mm2spec_*``.
 
 Every consumer reads this table: ``mm2spec.render.monitoring`` (the JMX exporter's rules, the
-alert rules, the dashboard), the Spark job's ``/metrics`` and the DR exporter. Labels a scrape
+alert rules, the dashboard), the Spark job's ``/metrics`` and the DR exporter, which both write
+Prometheus's text format with ``exposition`` (HELP and TYPE from the table). Labels a scrape
 adds (``spec``, ``env``: see ``SCRAPE_LABELS``) are not in ``labels``: exporters never emit them.
 
 Stdlib only: the Spark job imports it.
@@ -16,6 +17,7 @@ Stdlib only: the Spark job imports it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,8 +28,9 @@ CONNECT_METRICS_PORT_DEFAULT = 9404
 """Port of the JMX exporter agent on each Connect worker (``connect.metrics.port``): the port
 Strimzi and the exporter's own examples use."""
 DR_EXPORTER_PORT_DEFAULT = 9406
-"""Port of mm2spec's DR exporter for engine connect (``connect.metrics.exporterPort``): the figures
-no MBean has (RPO, checkpoint age, failover state), which the Spark job serves itself."""
+"""Port of mm2spec's DR exporter, ``mm2spec verify --serve`` (``connect.metrics.exporterPort``): the
+figures no MBean has (RPO, checkpoint age, failover state); the rendered scrape config names it for
+engine connect."""
 
 SCRAPE_LABELS = ("spec", "env")
 """Labels the rendered scrape config puts on every series: ``metadata.name`` and the environment."""
@@ -84,7 +87,7 @@ class Metric:
     """The labels its exporter puts on each series (the scrape adds ``SCRAPE_LABELS``)."""
     source: Source
     """``mm2``: MM2's MBeans on Connect and the Spark job alike; ``connect``: only a Connect worker;
-    ``mm2spec``: the DR figures (the Spark job, or the DR exporter for Connect); ``spark``: only the job;
+    ``mm2spec``: the DR figures (the DR exporter, ``mm2spec verify --serve``); ``spark``: only the job;
     ``prometheus``: Prometheus's own series about each scrape."""
     mbean: MBean | None = None
     """Where the JMX exporter reads it on a Connect worker; None: no MBean has it."""
@@ -171,7 +174,7 @@ METRICS: tuple[Metric, ...] = (
              "Retried operations in the task.", "counter"),
     Metric("up", "gauge", "1 when Prometheus's last scrape of the target succeeded (Prometheus's own).", (),
            "prometheus"),
-    # DR figures no MBean has: the Spark job serves them, or the DR exporter for engine connect.
+    # DR figures no MBean has: the DR exporter (mm2spec verify --serve) serves them, for either engine.
     Metric("mm2spec_rpo_records", "gauge", "Records on the source not yet on the target: lost if the source died now.",
            ("flow", "topic", "partition"), "mm2spec"),
     Metric("mm2spec_rpo_seconds", "gauge", "Age of the oldest source record not yet on the target (s): the RPO now.",
@@ -211,3 +214,35 @@ def metric(name: str) -> str:
     if name not in BY_NAME:
         raise KeyError(f"{name} is not in mm2spec.mm2.metric_names.METRICS")
     return name
+
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""Prometheus's text exposition format, version 0.0.4: what the Spark job and the DR exporter serve."""
+
+def exposition(series: dict[str, list[tuple[dict[str, str], float]]]) -> str:
+    """Series in Prometheus's text format: for each metric name (of the table) with series, its
+    HELP and TYPE lines from the table, then one line per series, labels in the table's order
+    (labels the table does not give the metric are left out). Non-finite values are left out."""
+    lines = []
+    for name, rows in series.items():
+        entry = BY_NAME[metric(name)]
+        rows = [(labels, value) for labels, value in rows if math.isfinite(value)]
+        if not rows:
+            continue
+        lines.append(f"# HELP {name} {_escape(entry.help)}")
+        lines.append(f"# TYPE {name} {entry.kind}")
+        for labels, value in rows:
+            text = ",".join(f'{key}="{_escape(labels[key], quote=True)}"' for key in entry.labels if key in labels)
+            lines.append(f"{name}{{{text}}} {_number(value)}" if text else f"{name} {_number(value)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _escape(text: str, quote: bool = False) -> str:
+    text = str(text).replace("\\", "\\\\").replace("\n", "\\n")
+    return text.replace('"', '\\"') if quote else text
+
+
+def _number(value: float) -> str:
+    if float(value).is_integer() and abs(value) < 2 ** 53:
+        return str(int(value))
+    return repr(float(value))

@@ -17,6 +17,7 @@ def spark_job_config(state: DesiredState) -> dict:
         "checkpoint.location": spark.checkpoint_location,
         "driver.memory": spark.driver_memory,
         "source": spark.source,
+        "metrics.port": spark.metrics_port,
     }
     optional = {"max.offsets.per.trigger": spark.max_offsets_per_trigger,
                 "executor.instances": spark.executor_instances,

@@ -11,6 +11,7 @@ Modules, each calling only the ones listed before it (tests/unit/test_layers.py 
 - ``writer``: the driver's side of the JVM writer each micro-batch is handed to
 - ``groups``: checkpoints and consumer group offset sync (MirrorCheckpointConnector's work)
 - ``metrics``: per-topic throughput/latency, StreamingQueryListener, status file
+- ``prometheus``: the driver's ``/metrics`` (MM2's per-partition figures, the flows' own), Prometheus's text format
 - ``pipeline``: the streaming queries (one per flow) and their per-batch work
 
 MM2's rules are not copied here: they are ``mm2spec.mm2``, shared with mm2spec's plan, and errors

@@ -152,6 +152,8 @@ class SparkSettings:
     conf: tuple[tuple[str, str], ...] = ()
     source: str = defaults.SPARK_SOURCE_DEFAULT
     """The Kafka source: ``mirror`` (mm2spec's, ``tasks.max`` tasks a batch) or ``kafka`` (Spark's)."""
+    metrics_port: int | None = None
+    """Port of the driver's Prometheus ``/metrics`` (``metrics.port``; 0: any free one); None: not served."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,15 @@ def _source(value: Any) -> str:
     if value not in defaults.SPARK_SOURCES:
         raise JobConfigError(f"spark.source must be one of {', '.join(defaults.SPARK_SOURCES)}, got {value!r}")
     return str(value)
+
+
+def _port(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    port = _number(value, "spark.metrics.port", int)
+    if not 0 <= port <= 65535:
+        raise JobConfigError(f"spark.metrics.port must be a port number (1-65535), got {value!r}")
+    return port
 
 
 def _cluster(flow: Mapping[str, Any], role: str, environ: Mapping[str, str]) -> ClusterConnection:
@@ -296,6 +307,7 @@ def parse_job_config(data: Mapping[str, Any], environ: Mapping[str, str] | None 
         driver_memory=spark.get("driver.memory"),
         conf=tuple(sorted((str(k), str(v)) for k, v in (spark.get("conf") or {}).items())),
         source=_source(spark.get("source", defaults.SPARK_SOURCE_DEFAULT)),
+        metrics_port=_port(spark.get("metrics.port")),
     )
     flows = tuple(parse_flow(f, environ) for f in data.get("flows") or [])
     if not flows:

@@ -35,6 +35,7 @@ from mm2spark.config import JobConfig, MirrorFlowConfig, trigger_seconds
 from mm2spark.groups import GroupOffsetMirror, GroupOffsetThread
 from mm2spark.metrics import BatchReport, MirrorMetrics, MirrorProgressListener, TopicBatch
 from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore
+from mm2spark.prometheus import MetricsEndpoint, partition_batches
 from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, subscribe_pattern, topic_filter
 from mm2spark.writer import BatchWritten, FlowWriter, check_writer
 from mm2spec.errors import ComponentMissing
@@ -144,8 +145,11 @@ class OffsetLog:
 class FlowPipeline:
     """One flow's streaming query and everything its micro-batches do."""
 
-    def __init__(self, spark: SparkSession, job: JobConfig, flow: MirrorFlowConfig, metrics: MirrorMetrics):
+    def __init__(self, spark: SparkSession, job: JobConfig, flow: MirrorFlowConfig, metrics: MirrorMetrics,
+                 endpoint: MetricsEndpoint | None = None):
         self.spark = spark
+        self.endpoint = endpoint
+        """The job's ``/metrics``, given each batch's per-partition figures; None: not served."""
         self.job = job
         self.flow = flow
         self.metrics = metrics
@@ -330,6 +334,9 @@ class FlowPipeline:
         self.metrics.flow(self.flow.name).groups_synced = self.group_mirror.counters.groups_synced
         self.metrics.record_batch(BatchReport(self.flow.name, batch_id, topic_batches(written), len(syncs),
                                               written.skipped, producer_profile(written)))
+        if self.endpoint is not None:
+            self.endpoint.partitions.record(self.flow.target_alias, partition_batches(written, self.target_topic),
+                                            read_at=time.time() - (time.monotonic() - began))
 
     def queue_offset_syncs(self, syncs: list) -> None:
         """Hands the batch's offset syncs to the producer without waiting for them: librdkafka
@@ -436,11 +443,17 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     stop = stop or threading.Event()
     metrics = MirrorMetrics(job.name, status_file)
     metrics.write_status()
+    endpoint = None
+    if job.spark.metrics_port is not None:  # before Spark starts: a port in use stops the job at once
+        endpoint = MetricsEndpoint(metrics, job.spark.metrics_port, [flow.name for flow in job.flows])
+        endpoint.start()
     spark = build_session(job, jars)
     try:
         check_writer(spark, jars)
     except ComponentMissing:
         spark.stop()
+        if endpoint is not None:
+            endpoint.stop()
         raise
     # After the SparkContext exists: it installs its own SIGINT handler, which this replaces so
     # that Ctrl-C and SIGTERM both stop the queries between batches and exit cleanly.
@@ -451,7 +464,7 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     spark.sparkContext._jsc.sc().addSparkListener(jvm.mm2spec.spark.StageTasks())
     workdir = Path(tempfile.mkdtemp(prefix="mm2spark-"))
     spark.sparkContext.addPyFile(package_zip(workdir))
-    pipelines = [FlowPipeline(spark, job, flow, metrics) for flow in job.flows]
+    pipelines = [FlowPipeline(spark, job, flow, metrics, endpoint) for flow in job.flows]
     spark.streams.addListener(MirrorProgressListener(metrics, {p.query_name: p.flow.name for p in pipelines}))
     for p in pipelines:
         p.prepare()
@@ -510,5 +523,7 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
         metrics.state = "stopped" if exit_code == 0 else "failed"
         metrics.write_status()
         spark.stop()
+        if endpoint is not None:
+            endpoint.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return exit_code

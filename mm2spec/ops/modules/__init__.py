@@ -6,5 +6,6 @@
 - ``sections``: what the offset modules add to the report (translations and totals, the RPO, silent loss)
 - ``loss``: silent loss: records the source deleted before they were mirrored, source topics recreated
 - ``reverse``: the failback's copy back
-- ``topology``: what a flow mirrors now (partitions, groups, syncs, checkpoints)
+- ``topology``: what a flow mirrors now (partitions, groups, syncs, checkpoints), its reverse flows (active-active)
+- ``exporter``: the DR exporter (``verify --serve``): RPO, checkpoint age, failover state, clusters up, for Prometheus
 """

@@ -19,7 +19,8 @@ from mm2spec.ops.playbooks.module import Module, arguments
 from mm2spec.ops.modules.offsets import BY_FLOW
 from mm2spec.ops.modules.sections import LOSS, LOSS_SECTION
 from mm2spec.ops.playbooks.report import Outcome
-from mm2spec.ops.modules.topology import checkpoints, groups, mirror_position, offset_syncs, partitions
+from mm2spec.ops.modules.topology import (MirroredPartition, checkpoints, groups, mirror_position, offset_syncs,
+                                          partitions)
 from mm2spec.spec.model import MirrorFlow
 
 HEARTBEATS_TOPIC = "heartbeats"
@@ -79,31 +80,45 @@ def lag(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     for flow in ctx.flows:
         max_age, bound = _rpo_bound(flow, default_max_age)
         parts = partitions(ctx, flow)
-        lagging = behind(ctx, flow, parts)
+        lagging = unmirrored(ctx, flow, parts)
         if not lagging:
             outcomes.append(Outcome("ok", flow.target, f"{flow.name}: {len(parts)} partitions caught up (RPO 0)", flow=flow.name))
             continue
-        syncs = offset_syncs(ctx, flow)
-        source = ctx.client(RecordReader, flow.source)
-        dr = ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once)
         worst_age, total, lines = 0.0, 0, []
-        for part in lagging:
-            low, end = source.watermarks(part.topic, part.partition)
-            known = syncs.get((part.topic, part.partition))
-            if known:
-                mirrored = min(end, mirror_position(known[-1], dr.watermarks(part.target_topic, part.partition)[1]))
-            else:
-                mirrored = low
-            oldest = source.read(part.topic, part.partition, mirrored, mirrored + 1)
-            age = max(0.0, (_now_ms(ctx) - oldest[0].timestamp) / 1000) if oldest else 0.0
-            worst_age, total = max(worst_age, age), total + max(0, end - mirrored)
-            lines.append((f"{part.topic}-{part.partition}", f"{max(0, end - mirrored)} behind", f"oldest {age:.1f}s"))
+        for part, records, age in lagging:
+            worst_age, total = max(worst_age, age), total + records
+            lines.append((f"{part.topic}-{part.partition}", f"{records} behind", f"oldest {age:.1f}s"))
         status = "failed" if worst_age > max_age else "ok"
         fix = (f": DR is more than {max_age:g}s behind ({bound}); check the mirror's throughput and errors"
                if status == "failed" else f" (within {bound})")
         outcomes.append(Outcome(status, flow.target, f"{flow.name}: {len(lagging)} of {len(parts)} partitions behind, "
                                 f"~{total} records, oldest unmirrored {worst_age:.1f}s old{fix}", tuple(lines), flow=flow.name))
     return outcomes
+
+
+def unmirrored(ctx: Context, flow: MirrorFlow, parts: list[MirroredPartition]) -> list[tuple[MirroredPartition, int, float]]:
+    """The RPO now of the partitions not caught up (their last source record is not DR's last):
+    each with the records behind the mirror's position (from the latest offset sync, never an
+    underestimate) and the age in seconds of the oldest of them. ``verify.lag`` and the DR
+    exporter (``verify --serve``) read it."""
+    lagging = behind(ctx, flow, parts)
+    if not lagging:
+        return []
+    syncs = offset_syncs(ctx, flow)
+    source = ctx.client(RecordReader, flow.source)
+    dr = ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once)
+    found = []
+    for part in lagging:
+        low, end = source.watermarks(part.topic, part.partition)
+        known = syncs.get((part.topic, part.partition))
+        if known:
+            mirrored = min(end, mirror_position(known[-1], dr.watermarks(part.target_topic, part.partition)[1]))
+        else:
+            mirrored = low
+        oldest = source.read(part.topic, part.partition, mirrored, mirrored + 1)
+        age = max(0.0, (_now_ms(ctx) - oldest[0].timestamp) / 1000) if oldest else 0.0
+        found.append((part, max(0, end - mirrored), age))
+    return found
 
 
 def _rpo_bound(flow: MirrorFlow, default_max_age: float) -> tuple[float, str]:
