@@ -61,3 +61,8 @@ the partitions, as MM2's tasks), or ``kafka``, Spark's (one task per partition w
 At 1,000 partitions Spark's spends most of each batch waiting in its per-partition tasks
 (spark/README.md, Profile)."""
 SPARK_SOURCES = ("mirror", "kafka")
+
+CONNECT_READY_TIMEOUT_SECONDS_DEFAULT = 60
+"""``connect.readyTimeoutSeconds``: how long ``pulumi up`` waits for a registered connector and its
+tasks to be RUNNING (mm2spec's own setting, not MM2's: a connector whose tasks have not started
+within a minute on a healthy worker is stuck, e.g. on a cluster it cannot reach)."""

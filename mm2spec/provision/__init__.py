@@ -16,7 +16,7 @@ Modules (each resource module: the inputs, what forces a replacement, the diff a
 - ``worker_config``: the Connect worker's ``connect-distributed.properties`` file
 - ``spark_deployment``: the Spark mirroring deployment (its job config; engine ``spark``)
 - ``files``: the rendered-file provider the two above extend
-- ``base``: the skeleton every provider shares (check, diff, recorded outputs, adoption) and
+- ``base``: the skeleton every provider shares (check, diff, read for refresh, recorded outputs, adoption) and
   ``ProvisionedResource``; a base class changes nothing in the state (see its docstring)
 - ``connection``: how a provider method reaches a cluster from its inputs (no client kept)
 - ``program``: which resources a spec means, given the live source clusters

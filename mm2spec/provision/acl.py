@@ -24,6 +24,11 @@ were already there when the stack created the resource; ``destroy`` leaves those
 Replaced (delete first, as old and new may share bindings): the cluster or anything in
 ``binding``. In place: ``resources``, through ``mm2spec.plan.diff.diff_acls`` on the bindings they
 stand for (the diff ``mm2spec plan`` uses).
+
+``pulumi refresh`` reads the bindings back (``read_acl``: one DescribeAcls of the principal's
+bindings of this type and pattern): ``resources`` becomes what is live of the names the resource
+holds, so a binding deleted behind the stack shows, and the next preview creates it again; a
+resource none of whose bindings is left reads back gone.
 """
 
 from __future__ import annotations
@@ -148,6 +153,18 @@ def _as_map(bindings: Iterable[AclBinding]) -> dict[str, list[str]]:
     return {name: sorted(ops) for name, ops in sorted(result.items())}
 
 
+def read_acl(admin, props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The recorded ``resources`` as live now: for each name the resource holds, the operations the
+    cluster grants with its binding (principal, type, pattern, permission, host); None when none is
+    left. One DescribeAcls (``KafkaAdmin.acls``) whatever the number of names."""
+    b = props["binding"]
+    names = set(props.get("resources") or {})
+    permission, host = b.get("permission") or "ALLOW", b.get("host") or "*"
+    live = admin.acls(b["principal"], b["resourceType"], None, b["patternType"])
+    held = _as_map(x for x in live if x.resource_name in names and (x.permission, x.host) == (permission, host))
+    return {"resources": held} if held else None
+
+
 class AclProvider(Provider):
     """Creates and deletes ACL bindings through ``KafkaAdmin``; holds nothing."""
 
@@ -181,6 +198,9 @@ class AclProvider(Provider):
     def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
         create, delete = diff_acls(bindings_of(news), bindings_of(olds))
         return DiffResult(changes=bool(create or delete or self.changed_inputs(olds, news)))
+
+    def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return read_acl(connection.admin(props, prefer_current=True), props)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = connection.admin(props)

@@ -15,7 +15,11 @@ them:
   ``ProvisionedResource``) plus what the provider learned, e.g. ``adopted``;
 - ``configure`` keeps the stack's secret config given to the provider host
   (``connection.current_secret``), so ``delete`` can use a password rotated since;
-- ``leave_adopted``: ``delete`` leaves what existed before the stack took it over.
+- ``leave_adopted``: ``delete`` leaves what existed before the stack took it over;
+- ``read`` (``pulumi refresh``): the recorded outputs with what the resource's ``read_live``
+  found on the cluster, in the shape ``diff`` compares, so the preview after a refresh shows the
+  change back to the spec (the diff ``mm2spec plan`` makes). Each kind's live read is a plain
+  function of its module (``read_topic``, ``read_acl``, ...), not tied to this class.
 
 Why a base class is safe for the state: Pulumi pickles the provider *instance* (dill), which
 references its class by module and name (``mm2spec.provision.topic.TopicProvider``); the base is
@@ -31,7 +35,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Iterable, Mapping
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult, Resource, ResourceProvider
+from pulumi.dynamic import (CheckFailure, CheckResult, ConfigureRequest, DiffResult, ReadResult, Resource,
+                            ResourceProvider)
 
 from mm2spec.provision import connection
 
@@ -98,6 +103,24 @@ class Provider(ResourceProvider):
     def outputs(self, props: Mapping[str, Any], **learned: Any) -> dict[str, Any]:
         """The outputs to record: the inputs (``input_keys`` and ``secret_keys``) and ``learned``."""
         return {**{k: props.get(k) for k in self.input_keys + self.secret_keys}, **learned}
+
+    # ------------------------------------------------------------------------------------ read
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """``pulumi refresh``: the recorded outputs updated with what the live resource holds.
+
+        A resource that no longer exists reads back gone (an empty ID: Pulumi drops it from the
+        state and the next ``up`` creates it). A cluster that cannot be reached raises, naming it:
+        the refresh fails and the state keeps what it held.
+        """
+        live = self.read_live(props)
+        if live is None:
+            return ReadResult("", {})
+        return ReadResult(id_, {**{k: v for k, v in props.items() if k != _PROVIDER_KEY}, **live})
+
+    def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The outputs the live resource changes (same keys and shape as recorded), with one call to
+        its cluster; None when it no longer exists. Default: nothing to read, the record stands."""
+        return {}
 
     @staticmethod
     def leave_adopted(props: Mapping[str, Any], what: str) -> bool:

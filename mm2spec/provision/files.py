@@ -5,7 +5,10 @@ Inputs: ``path`` (as the stack config gives it: relative to the project root, or
 and ``content``. Outputs add ``file`` (the absolute path written) and ``sha256``. A new path
 replaces the resource (the old file is removed after the new one is written); new content is
 written in place, atomically. ``destroy`` removes the file only if it still holds what the stack
-wrote, so a file an operator edited by hand is kept (and named in the log).
+wrote, so a file an operator edited by hand is kept (and named in the log). ``pulumi refresh``
+reads the file back (``read_file``): edited by hand, its ``content`` shows the edit (``sha256``
+stays what the stack wrote, so ``destroy`` still keeps the edited file) and the next ``up``
+writes it again; removed, it reads back gone and the next ``up`` writes it anew.
 """
 
 from __future__ import annotations
@@ -34,6 +37,14 @@ def digest(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
+def read_file(props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The recorded ``content`` as the file holds it now; None when the file is gone."""
+    try:
+        return {"content": Path(props.get("file") or target(props)).read_text()}
+    except FileNotFoundError:
+        return None
+
+
 class RenderedFileProvider(Provider):
     """Writes one file; subclasses add what the file is for."""
 
@@ -49,6 +60,9 @@ class RenderedFileProvider(Provider):
     def diff_properties(self, olds: Mapping[str, Any], news: Mapping[str, Any]) -> DiffResult:
         # Not ``root``: the same stack run from a checkout elsewhere is no change.
         return DiffResult(changes=olds.get("content") != news.get("content"))
+
+    def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return read_file(props)
 
     def write(self, props: Mapping[str, Any]) -> dict[str, Any]:
         """Write the file; the outputs that record it."""

@@ -145,7 +145,7 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
         after = pulumi.ResourceOptions(depends_on=ready + worker)  # connectors need their worker's config first
         for connector in needs.connectors:
             declared.connectors[connector["name"]] = Connector(
-                connector["name"], connector_inputs(needs.connect_url, connector), after)
+                connector["name"], connector_inputs(needs.connect_url, connector, state.connect.ready_timeout_seconds), after)
         if needs.spark_deployment:
             declared.spark_deployment = SparkDeployment(
                 "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run),

@@ -20,14 +20,24 @@ its current context). Create and update apply them through ``mm2spec.live.kubern
 operator then runs and restarts the job; ``run`` starts nothing on this machine), objects an
 update no longer renders (a new namespace or name) are deleted, and ``destroy`` deletes them.
 Their Secret is the cluster's: only its name is in the manifests, never a value.
+
+Healthy or failed: with ``run``, ``up`` returns once every flow's query runs *and* has finished a
+micro-batch (``wait_progress`` on ``mm2spec.runtime.deployment.status``), within ``START_TIMEOUT``;
+a job that exits or records a failure fails the resource naming its log.
+
+``pulumi refresh`` (``read_deployment``): the file's content as it is on disk; with ``run`` on this
+machine, a job no longer running reads back as ``run: false`` (so the next preview shows the
+update that starts it again); on Kubernetes, the manifests whose object is gone are left out (the
+next ``up`` applies them again). A removed job config file reads back gone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
@@ -35,7 +45,7 @@ from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 from mm2spec.errors import Mm2specError, ProvisionFailed
 from mm2spec.provision import connection
 from mm2spec.provision.base import ProvisionedResource
-from mm2spec.provision.files import RenderedFileProvider, file_inputs
+from mm2spec.provision.files import RenderedFileProvider, file_inputs, read_file
 from mm2spec.render import anchor_checkpoint, manifests, on_kubernetes, spark_job_config
 from mm2spec.render.kubernetes import secret_names
 from mm2spec.spec.model import DesiredState
@@ -46,6 +56,8 @@ FILE_NAME = "spark-mirror.json"
 #: tens of seconds, more on a loaded machine; three minutes leaves room for that. A job that cannot
 #: start does not use it up: it exits, and the wait fails at once naming its log.
 START_TIMEOUT = 180.0
+#: Between two looks at the job's status file while waiting for its first micro-batch.
+PROGRESS_POLL_S = 1.0
 
 
 def spark_deployment_inputs(state: DesiredState, out_dir: str, root: str, run: bool = False,
@@ -90,6 +102,59 @@ def job_environment(content: str) -> dict[str, str]:
     return {name: value for name in names if (value := connection.current_secret(name)) is not None}
 
 
+def job_progress(current) -> tuple[str, str]:
+    """``(verdict, words)`` for a ``MirrorStatus``: ``running`` (every flow's query active with a
+    micro-batch done), ``failed`` (the job exited or recorded a failure) or ``pending``."""
+    if not current.running or current.state == "failed":
+        return "failed", f"the mirroring job is {current.state if current.state != 'running' else 'gone'}"
+    flows = current.flows or {}
+    waiting = sorted(name for name, f in flows.items() if f.get("state") != "running" or not f.get("batches"))
+    if current.state == "running" and flows and not waiting:
+        return "running", f"{len(flows)} flow(s) running"
+    errors = [f"{name}: {f['lastError'].splitlines()[0]}" for name, f in sorted(flows.items()) if f.get("lastError")]
+    words = f"job {current.state}; " + (f"no micro-batch yet in {', '.join(waiting)}" if waiting else "no flow yet")
+    return "pending", words + (f"; last errors: {'; '.join(errors)}" if errors else "")
+
+
+def wait_progress(state_dir: Path, timeout: float, *, status: Callable[[Path], Any] | None = None,
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+    """Wait until every flow of the job in ``state_dir`` has finished a micro-batch; ProvisionFailed
+    when the job fails or after ``timeout`` seconds, naming its log."""
+    if status is None:
+        from mm2spec.runtime.deployment import status
+    deadline = clock() + timeout
+    while True:
+        verdict, words = job_progress(status(state_dir))
+        if verdict == "running":
+            return words
+        if verdict == "failed":
+            raise ProvisionFailed(f"{words}: see {Path(state_dir) / 'driver.log'}")
+        if clock() >= deadline:
+            raise ProvisionFailed(f"the Spark mirroring job made no progress in {timeout:.0f} s ({words}): "
+                                  f"see {Path(state_dir) / 'driver.log'}")
+        sleep(PROGRESS_POLL_S)
+
+
+def read_deployment(props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The recorded outputs the live deployment changes: ``content`` (the file), ``run`` and ``pid``
+    (a job that no longer runs here reads ``run: false``), the Kubernetes manifests still there;
+    None when the job config file is gone."""
+    read = read_file(props)
+    if read is None:
+        return None
+    cluster = _cluster(props)
+    if cluster is not None:
+        kept = [m for m in _manifests(props) if cluster.get(m) is not None]
+        read["kubernetes"] = {**props["kubernetes"], "manifests": kept}
+    elif props.get("run"):
+        from mm2spec.runtime import deployment as mirror
+
+        current = mirror.status(_state_dir(props))
+        if not current.running:
+            read.update(run=False, pid=None)
+    return read
+
+
 class SparkDeploymentProvider(RenderedFileProvider):
     """Writes the job config and, with ``run``, runs the job; holds nothing."""
 
@@ -130,11 +195,14 @@ class SparkDeploymentProvider(RenderedFileProvider):
 
         # Relative to the project root, as for `mm2spec mirror` run there (not to this process's cwd).
         job = anchor_checkpoint(json.loads(props["content"]), props["root"])
+        began = time.monotonic()
         try:
             deployment = mirror.start(job, state_dir=_state_dir(props),
                                       env=job_environment(props["content"]), wait_running=START_TIMEOUT)
         except Mm2specError as exc:
             raise ProvisionFailed(f"the Spark mirroring job did not start: {exc}") from None
+        # Running is not enough: healthy is every query active with a micro-batch done.
+        wait_progress(_state_dir(props), max(START_TIMEOUT - (time.monotonic() - began), PROGRESS_POLL_S))
         return {"pid": deployment.pid, "configHash": deployment.config_hash}
 
     @staticmethod
@@ -143,6 +211,9 @@ class SparkDeploymentProvider(RenderedFileProvider):
 
         if mirror.stop(_state_dir(props)):
             pulumi.log.info(f"stopped the Spark mirroring job in {_state_dir(props)}")
+
+    def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return read_deployment(props)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         applied = self._apply(props)  # first: a cluster that refuses leaves no file behind either

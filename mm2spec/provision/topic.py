@@ -13,8 +13,11 @@ touching anything). In place: more partitions, and configs through incremental a
 changed, DELETE what the spec no longer sets).
 
 Diff compares the new inputs with the recorded outputs through ``mm2spec.plan.diff.diff_topic`` (no
-network: drift is ``mm2spec plan``'s job); create and update read the live topic and apply the
-same diff to it.
+network); create and update read the live topic and apply the same diff to it. ``pulumi refresh``
+reads the live topic (``read_topic``: its partition count and the configs set on it) into the
+outputs, so a config altered or a partition added behind the stack shows, and the next preview
+makes the change ``mm2spec plan`` shows (a partition added is then refused, as in the plan); a
+topic deleted behind the stack reads back gone, and the next ``up`` creates it.
 
 What ``destroy`` deletes: a topic the stack created, and a topic it found already there but empty
 (no partition had ever been written to: every end offset 0). Such a topic is what a ``pulumi up``
@@ -93,6 +96,22 @@ def topic_change(props: Mapping[str, Any], live: LiveTopic | None) -> Change:
                       _rf(props), bool(_options(props).get("allowReplacement")))
 
 
+def read_topic(admin: KafkaAdmin, props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The recorded outputs a live topic changes (``partitions``, ``configs`` and, when the spec
+    names a replication factor, the live one in ``options``); None when the topic is gone.
+
+    One ``KafkaAdmin.topics`` read (DescribeTopics and DescribeConfigs of this topic): only configs
+    set on the topic count, as in ``mm2spec plan``, so broker defaults never show as drift.
+    """
+    live = admin.topics([props["name"]]).get(props["name"])
+    if live is None:
+        return None
+    read: dict[str, Any] = {"partitions": live.partitions, "configs": dict(live.configs)}
+    if _rf(props) > 0:  # -1 (the broker's default) is never compared, so it is kept as recorded
+        read["options"] = {**_options(props), "replicationFactor": live.replication_factor}
+    return read
+
+
 def _where(props: Mapping[str, Any]) -> str:
     return f'cluster "{props["cluster"]}": topic {props["name"]}'
 
@@ -128,6 +147,9 @@ class TopicProvider(Provider):
         if change.action == "refused":  # check refuses first; this is a second line of defence
             raise ProvisionFailed(f'cluster "{news["cluster"]}": {change.reason}')
         return DiffResult(changes=change.action != "no-op" or bool(self.changed_inputs(olds, news)))
+
+    def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return read_topic(connection.admin(props, prefer_current=True), props)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         admin = connection.admin(props)

@@ -64,6 +64,7 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         config=_props(connect_spec.get("config")),
         metrics_port=(connect_spec.get("metrics") or {}).get("port", metric_names.CONNECT_METRICS_PORT_DEFAULT),
         exporter_port=(connect_spec.get("metrics") or {}).get("exporterPort", metric_names.DR_EXPORTER_PORT_DEFAULT),
+        ready_timeout_seconds=connect_spec.get("readyTimeoutSeconds", defaults.CONNECT_READY_TIMEOUT_SECONDS_DEFAULT),
     )
     spark_spec = data.get("spark") or {}
     executors = spark_spec.get("executors") or {}

@@ -306,6 +306,9 @@ class ConnectCluster:
     exporter_port: int = metric_names.DR_EXPORTER_PORT_DEFAULT
     """Port of mm2spec's DR exporter, the RPO and failover figures for engine connect
     (``connect.metrics.exporterPort``)."""
+    ready_timeout_seconds: int = defaults.CONNECT_READY_TIMEOUT_SECONDS_DEFAULT
+    """How long ``pulumi up`` waits for a registered or updated connector and all its tasks to be
+    RUNNING (``connect.readyTimeoutSeconds``); 0: it does not wait."""
 
     @property
     def config_topic(self) -> str:

@@ -187,7 +187,7 @@ def test_connector_create_update_delete_on_a_real_worker(kafka_pair, connect_wor
 
     # Registered before the stack: taken over, and left registered on delete.
     client.put_connector_config(source["name"], source["config"])
-    adopted = provider.create(connector_inputs(worker.url, source))
+    adopted = provider.create(connector_inputs(worker.url, source, ready_timeout=0))  # no wait: not about health
     assert adopted.outs["adopted"] is True
     provider.delete(adopted.id, adopted.outs)
     assert client.connector_config(source["name"]) is not None

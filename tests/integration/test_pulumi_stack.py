@@ -10,7 +10,9 @@ tests on the shared clusters.
 
 One stack goes through: an invalid spec and a missing secret fail the preview with actionable
 messages; preview lists the creates; ``up`` creates them (topics, ACLs on both clusters, the Spark
-job config); a second preview has no changes; a spec edit (a topic added, a topic config changed
+job config); a second preview has no changes, nor has ``refresh --preview-only``; a topic config
+altered and an ACL binding deleted behind the stack fail that drift check, and after a refresh the
+preview puts back exactly those; a spec edit (a topic added, a topic config changed
 at the source, a group added) previews as exactly that and ``up`` applies it; a partition decrease
 is refused, and replaced once the mirror allows it; ``destroy`` removes what the stack created
 and nothing else. No password appears in any output or in the exported state.
@@ -37,7 +39,7 @@ from mm2spec.errors import ComponentMissing
 from mm2spec.dev import ADMIN_PASSWORD, MM2_PASSWORD
 from tests.kit.ledger import SequencedProducer
 from mm2spec.live.kafka import KafkaAdmin
-from mm2spec.spec.model import Cluster, Security
+from mm2spec.spec.model import AclBinding, Cluster, Security
 from specs import ADMIN_SECRET, MM2_SECRET, spec_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -192,6 +194,25 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
 
     stack.run("preview", "--expect-no-changes")
 
+    # Refresh: nothing drifted, so the CI drift check passes ...
+    began = time.monotonic()
+    stack.run("refresh", "--preview-only", "--expect-no-changes")
+    print(f"pulumi refresh --preview-only of {len(expected) + 1} resources: {time.monotonic() - began:.1f} s")
+    # ... a topic config altered and an ACL binding deleted behind the stack fail it, naming them ...
+    dr.alter_topic_configs(orders, {"retention.ms": "60000"})
+    wait_for(lambda: dr.topics([orders])[orders].configs.get("retention.ms") == "60000", "the altered config")
+    dr.delete_acls([AclBinding(dst, principal, "TOPIC", payments, "LITERAL", "WRITE")])
+    regex_acl = f"{dst}/{principal}/TOPIC/matching/(ordersx|{payments})"
+    drift = stack.run("refresh", "--preview-only", "--expect-no-changes", check=False)
+    assert drift.returncode != 0 and "Traceback" not in drift.stdout + drift.stderr
+    assert f"{dst}/{orders}" in drift.stdout and regex_acl in drift.stdout, drift.stdout
+    # ... and once refreshed, the preview puts back exactly those (what `mm2spec plan` shows).
+    stack.run("refresh", "--yes")
+    assert stack.preview_steps() == {f"{dst}/{orders}": "update", regex_acl: "update"}
+    stack.run("up", "--yes")
+    assert dr.topics([orders])[orders].configs["retention.ms"] == "3600000"
+    assert {b.operation for b in dr.acls(principal) if b.resource_name == payments} == set(TARGET_OPS)
+
     # A spec edit: a topic added, a source topic's config changed, a group added.
     extra = f"extra-{run_id}"
     primary.create_topic(extra, 4, -1, {})
@@ -252,3 +273,71 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
     assert not dr.acls(principal) and not primary.acls(principal)
     assert not (stack.project / "out" / "spark-mirror.json").exists()
     stack.run("stack", "rm", "it", "--yes")
+
+
+def test_up_waits_for_connectors_to_run_and_fails_with_a_failed_tasks_error(pulumi_bin, kafka_pair, connect_worker,
+                                                                           tmp_path):
+    """Engine connect on a real worker: ``up`` returns once the MM2 connectors and their tasks run; a
+    refresh that cannot reach a resource's cluster fails naming it and keeps the state; a connector
+    whose task fails (its source consumer given a setting Kafka refuses) fails ``up``
+    with the first line of the task's error."""
+    from mm2spec.live.connect import ConnectClient
+
+    worker = connect_worker()
+    run_id = uuid.uuid4().hex[:6]
+    src, dst, flow = f"src{run_id}", f"dst{run_id}", f"flow-{run_id}"
+    topic = f"mirrored-{run_id}"
+    KafkaAdmin(Cluster(src, (kafka_pair.primary.bootstrap,))).create_topic(topic, 1, -1, {})
+    stack = Stack(tmp_path, {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
+                             "PULUMI_HOME": str(tmp_path / "home"), "PULUMI_CONFIG_PASSPHRASE": "it-passphrase",
+                             "NO_COLOR": "1"})
+    stack.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    (tmp_path / "state").mkdir()
+    stack.project.mkdir()
+    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text())
+    (stack.project / "pulumi").symlink_to(PROJECT_ROOT / "pulumi")
+    (stack.project / ".venv").symlink_to(PROJECT_ROOT / ".venv")
+
+    def write(config):
+        spec = spec_for(kafka_pair, [topic], engine="connect", rest_url=worker.url, name=f"it-{run_id}",
+                        aliases=(src, dst), mirror={"name": flow, "config": config},
+                        connect={"groupId": f"it-connect-{run_id}", "readyTimeoutSeconds": 90})
+        (stack.project / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    stack.run("login")
+    stack.run("stack", "init", "it")
+    stack.run("config", "set", "mm2spec:spec", "spec.yaml")
+    stack.run("config", "set", "mm2spec:outDir", "out")
+    client = ConnectClient(worker.url)
+    source = f"{flow}-MirrorSourceConnector"
+    try:
+        write({})
+        stack.run("up", "--yes")
+        running = client.connector_status(source)
+        assert running["connector"]["state"] == "RUNNING" and running["tasks"], running
+        assert {t["state"] for t in running["tasks"]} == {"RUNNING"}, running
+
+        # A resource whose cluster does not answer fails the refresh naming the cluster; the state keeps it.
+        exported = stack.run("stack", "export").stdout
+        state = json.loads(exported)
+        urn_end = f"::{dst}/{topic}"
+        record = next(r for r in state["deployment"]["resources"] if r["urn"].endswith(urn_end))
+        record["outputs"]["connection"]["bootstrapServers"] = "127.0.0.1:1"
+        (tmp_path / "unreachable.json").write_text(json.dumps(state))
+        stack.run("stack", "import", "--file", str(tmp_path / "unreachable.json"))
+        refused = stack.run("refresh", "--yes", check=False)
+        assert refused.returncode != 0 and "Traceback" not in refused.stdout + refused.stderr
+        assert f'cluster "{dst}" (127.0.0.1:1) is unreachable' in refused.stdout, refused.stdout
+        kept = json.loads(stack.run("stack", "export").stdout)["deployment"]["resources"]
+        assert any(r["urn"].endswith(urn_end) for r in kept), "a failed refresh must not drop the resource"
+        (tmp_path / "state.json").write_text(exported)
+        stack.run("stack", "import", "--file", str(tmp_path / "state.json"))
+
+        write({"source.consumer.auto.offset.reset": "bogus"})  # the task's consumer refuses it at start
+        failed = stack.run("up", "--yes", check=False)
+        assert failed.returncode != 0 and "Traceback" not in failed.stdout + failed.stderr
+        assert f"connector {source}: task 0 FAILED" in failed.stdout, failed.stdout
+        assert "auto.offset.reset" in failed.stdout and "run pulumi up again" in failed.stdout, failed.stdout
+    finally:
+        stack.run("destroy", "--yes", check=False)
+    assert client.connector_config(source) is None
