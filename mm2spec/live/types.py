@@ -93,6 +93,10 @@ class FailoverState:
     restarted: bool = False
     """Phase ``failing-back``: the forward mirror was reset to the source's end (and started);
     the copy, translation and commit are done."""
+    groups: tuple = ()
+    """The groups the failover moved (committed on DR), sorted: an active-active failback moves
+    their positions on DR's own topics back to the reverse flow's copies (empty in records written
+    before it was kept: then every selected group on DR)."""
 
     def to_json(self) -> dict:
         return {"formatVersion": FAILOVER_STATE_FORMAT, "spec": self.spec, "flow": self.flow, "phase": self.phase,
@@ -102,7 +106,8 @@ class FailoverState:
                               for t, p, s, dt, d in self.positions],
                 "failback": [{"drTopic": dt, "partition": p, "drStart": d, "topic": t, "sourceStart": s}
                              for dt, p, d, t, s in self.failback],
-                "stranded": self.stranded, "reverseSyncsFrom": self.syncs_from, "forwardRestarted": self.restarted}
+                "stranded": self.stranded, "reverseSyncsFrom": self.syncs_from, "forwardRestarted": self.restarted,
+                "groups": list(self.groups)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "FailoverState":
@@ -113,4 +118,5 @@ class FailoverState:
                    failback=tuple((p["drTopic"], int(p["partition"]), int(p["drStart"]), p["topic"], int(p["sourceStart"]))
                                   for p in data.get("failback", ())),
                    stranded=data.get("stranded", ""), syncs_from=int(data.get("reverseSyncsFrom", 0)),
-                   restarted=bool(data.get("forwardRestarted", False)))
+                   restarted=bool(data.get("forwardRestarted", False)),
+                   groups=tuple(str(g) for g in data.get("groups", ())))

@@ -15,6 +15,12 @@ whole log into it (destructive: check mode says what it would delete).
 Every step reads where it stands from the clusters and the DR-state record (phase
 ``failing-back``, with each partition's copy start), so an interrupted failback is finished by
 running it again, and a finished one (no record left) changes nothing.
+
+Active-active (``failback.remote``): the groups the failover moved also read DR's own topics
+(``orders`` on dr) that the reverse flow mirrors to the source (``dr.orders`` on primary); once the
+forward mirror restarted (with Spark, the job that runs the reverse flow too), their positions
+there are translated exactly to the reverse flow's copies, as soon as the copies hold them, and
+committed on the source.
 """
 
 from __future__ import annotations
@@ -33,12 +39,12 @@ from mm2spec.mm2.records import OffsetSync
 from mm2spec.ops.modules import mirror, reverse
 from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
 from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
-from mm2spec.ops.modules.offsets import Windows, commit_translations, exact_translation
+from mm2spec.ops.modules.offsets import Windows, commit_translations, exact_translation, remote_translations
 from mm2spec.ops.modules.loss import losses_noted, record_rebuilt
 from mm2spec.ops.modules.sections import LOSS, LOSS_SECTION, TRANSLATIONS, TRANSLATIONS_SECTION
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.reverse import BackPartition
-from mm2spec.ops.modules.topology import MirroredPartition, offset_syncs, partitions
+from mm2spec.ops.modules.topology import MirroredPartition, offset_syncs, partitions, refuse_merged_fan_in, reverse_flows
 from mm2spec.ops.modules.translate import Anchor, Translation, align
 from mm2spec.spec.model import MirrorFlow
 
@@ -82,6 +88,8 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
                                f"({', '.join(f.name for f, _s in work)}) matches on DR: check the pattern (a full "
                                "match of the group name); nothing was changed")
     outcomes = []
+    for flow, _state in work:
+        refuse_merged_fan_in(ctx, flow)
     for flow, state in work:
         if state.phase == "switching":
             raise OperationRefused(f"{flow.name}: the failover stopped half-way (phase switching, since "
@@ -512,6 +520,62 @@ def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     return outcomes
 
 
+# ------------------------------------------------------------------------ active-active
+def remote(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
+    """Active-active: each group the failover moved, at its positions on DR's own topics that a
+    reverse flow mirrors to the source, moves to that flow's copies on the source: exact (the walk
+    by content, the reverse flow's own way), once the copies hold every record the group consumed
+    (the reverse flow runs; with Spark, since the forward restart); committed on the source."""
+    timeout = float(args.get("timeout", DEFAULT_WAIT_S))
+    outcomes = []
+    for flow, state in pending(ctx):
+        backs = reverse_flows(ctx, flow)
+        if not backs:
+            outcomes.append(Outcome("ok", flow.source, f"{flow.name}: no flow {flow.target} -> {flow.source}: no "
+                                    "remote topic", flow=flow.name))
+        for back in backs:
+            outcomes += _remote_back(ctx, flow, state, back, timeout)
+    return outcomes or _nothing(ctx)
+
+
+def _remote_back(ctx: Context, flow: MirrorFlow, state: FailoverState, back: MirrorFlow,
+                 timeout: float) -> list[Outcome]:
+    names = [g for g in state.groups if ctx.group_selected(g)] if state.groups else _dr_groups(ctx, flow)
+    described = ctx.client(GroupOffsets, flow.target).describe(names) if names else {}
+    found: list[Translation] = remote_translations(ctx, back, names, described, copies_on=back.source)
+    waiting = [t for t in found if t.dr_offset is not None and t.unmirrored]
+    if waiting and not ctx.options.check:
+        up, seen = mirror.running(ctx, back)
+        latest = {"found": found, "waiting": waiting}
+
+        def held() -> bool:
+            latest["found"] = remote_translations(ctx, back, names, described, copies_on=back.source)
+            latest["waiting"] = [t for t in latest["found"] if t.dr_offset is not None and t.unmirrored]
+            return not latest["waiting"]
+        mirror.wait_until(ctx, held, timeout,
+                          lambda: f"{back.name}: waiting for {flow.source} to hold {len(latest['waiting'])} group "
+                                  "positions (remote topics)",
+                          f"{back.name}: {flow.source} does not hold every record the groups consumed on "
+                          f"{flow.target}'s own topics ({len(latest['waiting'])} partitions behind; the mirror: "
+                          f"{'running' if up else 'not running'}, {seen}): start it if it is stopped (mm2spec "
+                          "mirror), then run the failback again: only this step and the ones after it are left")
+        found = latest["found"]
+    ctx.facts.setdefault(TRANSLATIONS, []).extend(found)
+    bad = [t for t in found if t.dr_offset is None]
+    if bad:
+        raise OperationRefused(f"{back.name}: {len(bad)} group partitions on remote topics cannot be translated: "
+                               + "; ".join(f"{t.group} {t.topic}-{t.partition}: {t.note}" for t in bad[:5]))
+    if not found:
+        return [Outcome("ok", flow.source, f"{flow.name}: no group position on {flow.target}'s topics that {back.name} "
+                        "mirrors", flow=flow.name)]
+    behind = sum(1 for t in found if t.unmirrored)
+    note = f" ({behind} not mirrored yet: a run waits for them)" if behind else ""
+    summary = Outcome("ok", flow.target, f"{flow.name}: {len({t.group for t in found})} groups, {len(found)} partitions "
+                      f"on {', '.join(sorted({t.topic for t in found}))} translated to {back.name}'s copies on "
+                      f"{flow.source} (exact){note}", flow=flow.name)
+    return [summary, *commit_translations(ctx, [flow], {flow.name: found}, to_source=True)]
+
+
 def flow_end(start: Mapping) -> str:
     return f"the source's end ({sum(s[0] for s in start.values())} records over {len(start)} partitions)"
 
@@ -550,5 +614,8 @@ MODULES = [
            commit, needs=("failback.translate",), ends_rto=True),
     Module("failback.restart_mirror", "Restart the forward mirror from the source's end (no record mirrored twice).",
            restart_mirror, arguments(timeout=TIMEOUT_ARG)),
+    Module("failback.remote", "Active-active: move the groups' positions on DR's own topics to the reverse flow's "
+           "copies on the source, exactly, once they hold them.", remote, arguments(timeout=TIMEOUT_ARG),
+           sections=(TRANSLATIONS_SECTION,)),
     Module("failback.clear", "Clear the flows' failover records on DR.", clear),
 ]

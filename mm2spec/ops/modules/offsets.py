@@ -5,22 +5,31 @@ exactly (see ``translate``), then committed there.
 Planned (the source answers): walk from the nearest offset sync on both clusters, by content.
 Unplanned (``--source-unreachable``): the checkpoints already on DR (MM2's rounding down: no
 record skipped, re-reads bounded by the sync before it), with the bound reported per partition.
+
+Active-active (``primary -> dr`` and ``dr -> primary``, DefaultReplicationPolicy): a group on
+primary that also reads ``dr.orders`` (the reverse flow's copy of dr's ``orders``) resumes on dr's
+own ``orders``: the same walk, from the copy back to the original, over the reverse flow's syncs
+turned around (``topology.turned``). MM2 translates only from the original to the copy.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from mm2spec.errors import OperationRefused
+from mm2spec.live.dr_state import read_flow_states
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.live.types import Record
 from mm2spec.ops.playbooks.context import Context
 from mm2spec.ops.playbooks.module import Module, arguments
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.sections import RPO, RPO_SECTION, TRANSLATIONS, TRANSLATIONS_SECTION
-from mm2spec.ops.modules.topology import MirroredPartition, checkpoints, groups, offset_syncs, partitions
+from mm2spec.ops.modules.topology import (
+    MirroredPartition, checkpoints, groups, offset_syncs, partitions, refuse_merged_fan_in, reverse_flows, turned,
+)
 from mm2spec.ops.modules.translate import (
-    REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, merged, mm2_translation, nearest_sync,
+    REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, merged, mm2_translation, nearest_sync, repeated_after,
 )
 from mm2spec.spec.model import MirrorFlow
 
@@ -86,6 +95,12 @@ def exact_translation(group: str, part: MirroredPartition, committed: int, syncs
                            "not a copy of a source record near the commit: was DR written by something else?", **base)
     consumed = [r for r in src if r.offset < committed]
     upcoming = [r for r in src if r.offset >= committed]
+    if repeated_after(consumed, result.last_copied):
+        # The source side replays records the group read already (a copy walked back to its
+        # original): its last record of its own is the last one found on DR, and a repeat is not next.
+        seen = {r.content() for r in consumed}
+        consumed = [r for r in consumed if r.offset <= result.last_copied]
+        upcoming = [r for r in upcoming if r.content() not in seen]
     after = dr.records(part.target_topic, part.partition, result.dr_offset, result.dr_offset + LOOKAHEAD)
     before = [r for r in walked if r.offset < result.dr_offset]
     last_consumed = consumed[-1] if consumed else None
@@ -118,6 +133,45 @@ def _planned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
     for index, (group, part, committed) in enumerate(wanted):
         ctx.progress(f"{flow.name}: translating {index + 1}/{len(wanted)}: {group} {part.topic}-{part.partition}")
         found.append(exact_translation(group, part, committed, syncs.get((part.topic, part.partition), []), source, dr))
+    for back in reverse_flows(ctx, flow):
+        found += remote_translations(ctx, back, selected, states, copies_on=flow.source)
+    return found
+
+
+def remote_translations(ctx: Context, back: MirrorFlow, selected: list[str], states: Mapping,
+                        copies_on: str) -> list[Translation]:
+    """Active-active: each group's positions on the copies reverse flow ``back`` wrote, moved
+    exactly to the originals, or the other way.
+
+    ``copies_on == back.target`` (a failover): ``states`` are the groups on ``back.target``, the
+    positions are on ``back``'s copies (``dr.orders`` on primary) and land on its originals
+    (``orders`` on dr), walking from the copy to the original by ``back``'s syncs turned around.
+    ``copies_on == back.source`` (a failback): ``states`` are on ``back.source``, the positions are
+    on the originals and land on the copies, ``back``'s own way. Either way each translation's
+    ``target_topic`` is where the group commits."""
+    to_original = copies_on == back.target
+    eos = {"read_committed": True} if back.exactly_once else {}
+    copies = Windows(ctx.client(RecordReader, back.target, **eos))
+    originals = Windows(ctx.client(RecordReader, back.source))
+    source, dr = (copies, originals) if to_original else (originals, copies)
+    syncs, walks = {}, []
+    for (topic, partition), known in offset_syncs(ctx, back).items():
+        syncs[(back.target_topic(topic), partition) if to_original else (topic, partition)] = \
+            turned(known) if to_original else known
+    for part in partitions(ctx, back):
+        # The walk goes from where the group is (``part.topic`` of the walk) to where it commits.
+        walk = MirroredPartition(part.target_topic, part.partition, part.topic) if to_original else part
+        walks += [(group, walk, states[group].offsets[(walk.topic, walk.partition)]) for group in selected
+                  if (walk.topic, walk.partition) in states[group].offsets]
+    _prefetch(walks, syncs, source, dr)
+    found = []
+    for index, (group, walk, committed) in enumerate(walks):
+        ctx.progress(f"{back.name}: translating {index + 1}/{len(walks)}: {group} {walk.topic}-{walk.partition} "
+                     "(remote topic)")
+        walked = exact_translation(group, walk, committed, syncs.get((walk.topic, walk.partition), []), source, dr)
+        # MM2 has no translation from a copy back to its original: nothing to compare with.
+        found.append(replace(walked, remote=back.name, **({"mm2_offset": None, "mm2_reread": None}
+                                                          if to_original else {})))
     return found
 
 
@@ -202,6 +256,9 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     ``offsets.commit`` checks the same, but only after the mirror stopped."""
     outcomes, selected_any = [], False
     for flow in ctx.flows:
+        refuse_merged_fan_in(ctx, flow)
+        _refuse_reverse_failed_over(ctx, flow)
+    for flow in ctx.flows:
         names = _selected_groups(ctx, flow)
         selected_any = selected_any or bool(names)
         states = ctx.client(GroupOffsets, flow.target).describe(names) if names else {}
@@ -215,6 +272,22 @@ def preflight(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
                                f"({', '.join(f.name for f in ctx.flows)}) matches {where}: check the pattern "
                                "(a full match of the group name); nothing was changed")
     return outcomes
+
+
+def _refuse_reverse_failed_over(ctx: Context, flow: MirrorFlow) -> None:
+    """Active-active: refuse when the other direction is failed over (or switching): its groups moved
+    to ``flow.source`` and its mirror is stopped, so failing ``flow`` over too would leave both
+    mirrors stopped and the groups of both directions moving back and forth. Not checked with the
+    source unreachable (the record is on it)."""
+    backs = reverse_flows(ctx, flow)
+    if not backs or ctx.options.source_unreachable:
+        return
+    for name, state in read_flow_states(ctx.spec, backs, ctx.secrets).items():
+        raise OperationRefused(
+            f"{flow.name}: {name}, the other direction of this active-active pair, is {state.phase} (recorded on "
+            f"{state.target} since {state.started_at}): its consumers moved to {flow.source} and its mirror is "
+            f"stopped; failing {flow.name} over as well would stop both mirrors and move groups both ways. Fail "
+            f"{name} back first (mm2spec failback --limit flow={name}); nothing was changed")
 
 
 def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
@@ -237,14 +310,27 @@ def translate(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
         skipped = sum(max(0, t.skipped) for t in found)
         reread = sum(max(0, t.reread) for t in found)
         outcomes.append(Outcome("ok", cluster, f"{flow.name}: {groups_seen} groups, {len(found)} partitions translated "
-                                f"({found[0].method if found else 'nothing to translate'}); {skipped} skipped, {reread} re-read",
-                                flow=flow.name))
+                                f"({found[0].method if found else 'nothing to translate'}); {skipped} skipped, {reread} re-read"
+                                + _remote_note(ctx, flow, found), flow=flow.name))
     if ctx.options.limit_groups and not everything:
         raise OperationRefused(f"--limit group={ctx.options.limit_groups}: no group of the selected flows matches "
                                "(or none has committed offsets on mirrored topics)")
     ctx.facts[TRANSLATIONS] = everything
     ctx.facts[BY_FLOW] = by_flow
     return outcomes
+
+
+def _remote_note(ctx: Context, flow: MirrorFlow, found: list[Translation]) -> str:
+    backs = reverse_flows(ctx, flow)
+    if not backs:
+        return ""
+    if ctx.options.source_unreachable:
+        return (f"; not moved: positions on {flow.source}'s copies of {flow.target}'s topics ("
+                f"{', '.join(b.name for b in backs)}): they are on {flow.source}, and MM2 checkpoints only the other "
+                "way; on those originals the groups start from what they committed there, or their reset policy")
+    remote = [t for t in found if t.remote]
+    return (f"; {len(remote)} on remote topics ({', '.join(sorted({t.topic for t in remote}))} on {flow.source}) "
+            f"moved to their originals on {flow.target}") if remote else ""
 
 
 def commit(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:

@@ -53,12 +53,14 @@ class TranslationsSection:
                      f"(MM2's translation would re-read {total['mm2Reread']})"
                      + (f", {total['untranslated']} not translated" if total["untranslated"] else "")
                      + (f", {total['unmirrored']} consumed on the source but never mirrored"
-                        if total["unmirrored"] else "")]
+                        if total["unmirrored"] else "")
+                     + (f", {remote} on remote topics (active-active)" if (remote := _remote_count(translations))
+                        else "")]
         for t in translations:
             target = "-" if t.dr_offset is None else t.dr_offset
             mm2 = t.mm2_reread if t.mm2_reread is not None else "-"
             lines.append(f"  {t.group} {t.topic}-{t.partition}: source {t.committed} -> dr {t.target_topic}-{t.partition} "
-                         f"{target} ({t.method}, skipped {t.skipped}, re-read {t.reread}, MM2 {mm2})"
+                         f"{target} ({t.method}{_remote_text(t)}, skipped {t.skipped}, re-read {t.reread}, MM2 {mm2})"
                          + (f" {t.note}" if t.note else ""))
         return lines
 
@@ -71,9 +73,22 @@ class TranslationsSection:
                  "", "| group | partition | source offset | DR offset | method | skipped | re-read | MM2 re-read |",
                  "|---|---|---|---|---|---|---|---|"]
         lines += [f"| {t.group} | {t.topic}-{t.partition} | {t.committed} | "
-                  f"{'-' if t.dr_offset is None else t.dr_offset} | {t.method} | {t.skipped} | {t.reread} | "
+                  f"{'-' if t.dr_offset is None else t.dr_offset} | {t.method}{_remote_text(t)} | {t.skipped} | {t.reread} | "
                   f"{'-' if t.mm2_reread is None else t.mm2_reread} |" for t in translations]
         return lines
+
+
+def _remote_count(translations: list[Translation]) -> int:
+    return sum(1 for t in translations if t.remote)
+
+
+def _remote_text(t: Translation) -> str:
+    """Active-active: which topic is the remote one (a reverse flow's copy, named after the original
+    by DefaultReplicationPolicy: ``dr.orders``) and which the original (``orders``)."""
+    if not t.remote:
+        return ""
+    copy, original = sorted((t.topic, t.target_topic), key=len, reverse=True)
+    return f", remote topic {copy}: {t.remote}'s copy of {original}"
 
 
 class RpoSection:

@@ -2,7 +2,12 @@
 
 ``phase: switching`` is written before the mirror stops (from then on, ``plan`` and ``pulumi up``
 leave the flow's mirror stopped); ``phase: failed-over`` once the groups are committed, with
-each partition's source and DR end at the switch, which failback starts from.
+each partition's source and DR end at the switch, which failback starts from, and the groups it
+moved.
+
+The record is per flow, so per direction: failing over ``primary-to-dr`` of an active-active pair
+records that flow on dr and nothing for ``dr-to-primary``, and failing over one source of a fan-in
+records that source's flow only; the other flows into the same DR keep mirroring.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from mm2spec.live.types import FailoverState
 from mm2spec.ops.playbooks.context import Context
 from mm2spec.ops.playbooks.module import Module, arguments
 from mm2spec.ops.playbooks.report import Outcome
+from mm2spec.ops.modules.offsets import BY_FLOW
 from mm2spec.ops.modules.topology import partitions
 from mm2spec.spec.model import MirrorFlow
 
@@ -31,6 +37,12 @@ def _positions(ctx: Context, flow: MirrorFlow) -> tuple:
         found.append((part.topic, part.partition, source_end, part.target_topic,
                       dr.watermarks(part.target_topic, part.partition)[1]))
     return tuple(found)
+
+
+def _moved(ctx: Context, flow: MirrorFlow, existing: FailoverState | None) -> tuple[str, ...]:
+    """The groups this failover committed on DR (and those an interrupted run recorded)."""
+    translated = {t.group for t in ctx.facts.get(BY_FLOW, {}).get(flow.name, []) if t.dr_offset is not None}
+    return tuple(sorted(translated | set(existing.groups if existing else ())))
 
 
 def record(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
@@ -49,7 +61,8 @@ def record(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
         now = int(ctx.clock() * 1000)
         new = FailoverState(flow.name, phase, "unplanned" if ctx.options.source_unreachable else "planned",
                             flow.source, flow.target, existing.started_at if existing else now,
-                            now if phase == "failed-over" else None, _positions(ctx, flow), spec=ctx.spec.name)
+                            now if phase == "failed-over" else None, _positions(ctx, flow), spec=ctx.spec.name,
+                            groups=_moved(ctx, flow, existing) if phase == "failed-over" else ())
         if not ctx.options.check:
             write_state(ctx.spec.cluster(flow.target), new, ctx.secrets)
         verb = "would record" if ctx.options.check else "recorded"

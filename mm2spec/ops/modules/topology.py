@@ -1,10 +1,13 @@
 """What a flow mirrors right now: its partitions (source name, partition, DR name) and groups,
-read from the live source, or from DR alone when the source is gone."""
+read from the live source, or from DR alone when the source is gone; and the flows around it that
+a failover must know of: the reverse flows of an active-active pair, whose copies on the flow's
+source (``dr.orders`` on primary) are remote topics, and identity fan-in into the same DR topics."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mm2spec.errors import Mm2specError, OperationRefused
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.mm2.offsets import Sync, current_syncs
 from mm2spec.mm2.records import Checkpoint, OffsetSync
@@ -73,3 +76,41 @@ def checkpoints(ctx: Context, flow: MirrorFlow, with_age: bool = False) -> dict:
         key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
         found[key] = (checkpoint, record.timestamp) if with_age else checkpoint
     return found
+
+
+def reverse_flows(ctx: Context, flow: MirrorFlow) -> list[MirrorFlow]:
+    """Active-active: the spec's flows the other way (``flow.target`` -> ``flow.source``), selected
+    or not. Each copies topics of ``flow.target`` to ``flow.source`` under remote names
+    (DefaultReplicationPolicy: ``dr.orders`` on primary); a group of ``flow`` reading such a copy
+    resumes on the original when it moves to ``flow.target``, and back on the copy when it returns."""
+    return [f for f in ctx.spec.mirrors if f.source == flow.target and f.target == flow.source]
+
+
+def turned(syncs: list[Sync]) -> list[Sync]:
+    """A reverse flow's syncs ``(original, copy)`` turned around to ``(copy, original)``, sorted: the
+    anchors of a walk from the copy back to the original (MM2 translates only the other way)."""
+    return sorted((copy, original) for original, copy in syncs)
+
+
+def refuse_merged_fan_in(ctx: Context, flow: MirrorFlow) -> None:
+    """Refuse a flow whose DR topics another source's flow writes too: fan-in with identity naming
+    merges both sources' records into one DR topic, so no walk can tell whose record is whose and a
+    failback would copy the other source's records into this one. A source that does not answer is
+    not checked (the walk still stops at the first record that is not this source's)."""
+    others = [f for f in ctx.spec.mirrors if f.target == flow.target and f.source != flow.source]
+    if flow.replication_policy != "identity" or ctx.options.source_unreachable or not others:
+        return
+    mine = {p.target_topic for p in partitions(ctx, flow)}
+    for other in others:
+        try:
+            live = ctx.admin(other.source).topics(with_configs=False)
+        except Mm2specError:
+            continue
+        shared = sorted(mine & {other.target_topic(t) for t in other.mirrored_topics(live)})
+        if shared:
+            raise OperationRefused(
+                f"{flow.name} and {other.name} both write {', '.join(shared[:5])} on {flow.target} (fan-in with "
+                "replicationPolicy: identity merges two sources into one DR topic): no translation can tell whose "
+                f"record is whose, and a failback would copy {other.source}'s records into {flow.source}. Give the "
+                "fan-in flows replicationPolicy: default (each source's copy is then <source>.<topic>); nothing "
+                "was changed")

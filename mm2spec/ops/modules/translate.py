@@ -10,7 +10,10 @@ DR copy of the first record the group has *not* consumed. That DR offset is exac
 At-least-once mirrors may have written a run twice (a batch replayed after a crash): a DR record
 that matches an earlier source record than expected is a replay, and the walk follows it; past
 the commit, a run that rewrites the consumed records in order (within ``REPLAY_HORIZON``) moves the
-resume point after it, so the group resumes after the last copy of a record it consumed.
+resume point after it, so the group resumes after the last copy of a record it consumed. Walked
+the other way (a copy back to its original: an active-active remote topic, a failback before the
+switch) the replay is on the source side: consumed records that only repeat earlier ones are
+records the group had read already (``repeated_after``).
 
 Pure functions over ``Record`` lists; reading the clusters is the caller's (``offsets`` module).
 """
@@ -87,7 +90,7 @@ def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor
         record = records[i]
         candidates = index.get(record.content())
         if past is None:
-            if not candidates and expected < committed:
+            if not candidates and expected < committed and not _repeats_only(source, expected, committed):
                 return _result(anchor, last, complete=False, mismatch=record.offset)
             copied = _choose(candidates, expected) if candidates else committed
             if copied >= committed:
@@ -105,6 +108,25 @@ def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor
         i, past = replay + 1, None
         last, expected = (records[replay].offset, consumed[-1].offset), consumed[-1].offset + 1
     return _result(anchor, last, complete=False)
+
+
+def _repeats_only(source: Sequence[Record], start: int, committed: int) -> bool:
+    """Whether every source record from ``start`` up to the commit repeats an earlier one: the
+    source side holds a replay (a reverse flow's at-least-once copy, walked back to its original),
+    so the group consumed nothing new there and its next record is the DR record at hand."""
+    earlier = {r.content() for r in source if r.offset < start}
+    rest = [r for r in source if start <= r.offset < committed]
+    return bool(rest) and all(r.content() in earlier for r in rest)
+
+
+def repeated_after(consumed: Sequence[Record], last_copied: int | None) -> bool:
+    """Whether the consumed records after ``last_copied`` (the last one the walk found on DR) all
+    repeat records consumed before it (a replay on the source side), rather than being unmirrored."""
+    if last_copied is None:
+        return False
+    earlier = {r.content() for r in consumed if r.offset <= last_copied}
+    rest = [r for r in consumed if r.offset > last_copied]
+    return bool(rest) and all(r.content() in earlier for r in rest)
 
 
 def _replayed(records: list[Record], i: int, candidates: list[int], consumed: list[Record], committed: int,
@@ -168,13 +190,20 @@ class Translation:
     verified: bool = False
     """The DR record before ``dr_offset`` has the content of the last record the group consumed."""
     note: str = ""
+    remote: str = ""
+    """Active-active: the reverse flow whose copy is involved: the group's position on that flow's
+    copy (``dr.orders`` on primary) moves to the original (``orders`` on dr), or back; empty for a
+    local topic, translated the flow's own way."""
 
     def to_json(self) -> dict:
-        return {"group": self.group, "topic": self.topic, "partition": self.partition,
-                "targetTopic": self.target_topic, "sourceOffset": self.committed, "drOffset": self.dr_offset,
-                "method": self.method, "skipped": self.skipped, "reread": self.reread,
-                "mm2Offset": self.mm2_offset, "mm2Reread": self.mm2_reread, "unmirrored": self.unmirrored,
-                "verified": self.verified, "note": self.note}
+        found = {"group": self.group, "topic": self.topic, "partition": self.partition,
+                 "targetTopic": self.target_topic, "sourceOffset": self.committed, "drOffset": self.dr_offset,
+                 "method": self.method, "skipped": self.skipped, "reread": self.reread,
+                 "mm2Offset": self.mm2_offset, "mm2Reread": self.mm2_reread, "unmirrored": self.unmirrored,
+                 "verified": self.verified, "note": self.note}
+        if self.remote:
+            found["remote"] = self.remote
+        return found
 
 
 @dataclass
