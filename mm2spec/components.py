@@ -1,5 +1,5 @@
-"""Where the real components (Kafka jars, Spark connector jars, Pulumi CLI, the Kubernetes and editor
-test tools) live on this machine.
+"""Where the real components (Kafka jars, Spark connector jars, the JMX exporter agent, Pulumi CLI, the
+Kubernetes and editor test tools) live on this machine.
 
 The install scripts in ``scripts/`` put them under ``$MM2SPEC_CACHE`` (default ``~/.cache/mm2spec``)
 at versions pinned in ``scripts/versions.env`` (shipped with the package, found through
@@ -73,6 +73,15 @@ class Components:
         if not binary.is_file():
             raise ComponentMissing(f"Toxiproxy is not installed at {binary}; run scripts/setup")
         return binary
+
+    @property
+    def jmx_exporter_agent(self) -> Path:
+        """The Prometheus JMX exporter java agent a Connect worker loads (``-javaagent:``)."""
+        jar = self.cache / "jmx-exporter" / "jmx_prometheus_javaagent.jar"
+        if not jar.is_file():
+            raise ComponentMissing(f"the Prometheus JMX exporter agent is not installed at {jar}; run scripts/setup "
+                                   "(or just scripts/install-jmx-exporter.sh)")
+        return jar
 
     def _installed(self, key: str, folder: str, relative: str, what: str) -> Path:
         """``$MM2SPEC_CACHE/<folder>-<pinned version of key>/<relative>``, or ComponentMissing naming the fix."""

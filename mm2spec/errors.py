@@ -128,6 +128,11 @@ class ConnectRequestFailed(ClusterError):
     """The Connect REST API answered with an error (its message is passed on)."""
 
 
+class VersionUnsupported(ClusterError):
+    """A cluster or Connect worker is older than what the spec needs (``mm2spec.mm2.versions``):
+    the message names it, its version, the feature and the version that has it."""
+
+
 class RecordMalformed(ClusterError, ValueError):
     """A record of an MM2 internal topic (offset syncs, checkpoints) is not in MM2's binary layout
     (something other than MM2 or mm2spec wrote it), or a value to be written does not fit that

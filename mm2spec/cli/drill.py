@@ -98,11 +98,11 @@ def add_parsers(commands) -> None:
     p.add_argument("--rate", type=float, default=100.0, metavar="N", help="records/s written to the probe topics (default 100)")
     p.add_argument("--record-bytes", type=int, default=200, metavar="B", help="bytes per probe record (default 200)")
     p.add_argument("--probe-topic", action="append", metavar="NAME",
-                   help="a topic the drill creates and writes to (repeatable; default: one per flow, named from its "
-                        "topic patterns, e.g. invoices-mm2spec-drill-probe); the flows must mirror it")
+                   help="a topic the drill creates and writes to (repeatable; default: each flow's probe topic "
+                        "mm2spec-probe-<flow>, which its mirror always carries); the flows must mirror it")
     p.add_argument("--probe-group", action="append", metavar="NAME",
-                   help="a consumer group the drill runs on the probe topics (repeatable; default: one per flow, "
-                        "named from its group patterns); the flows must checkpoint it")
+                   help="a consumer group the drill runs on the probe topics (repeatable; default: each flow's probe "
+                        "group mm2spec-probe-<flow>, which it always checkpoints); the flows must checkpoint it")
     p.add_argument("--probe-partitions", type=int, default=3, metavar="N", help="partitions of a new probe topic (default 3)")
     p.add_argument("--allow-existing-topics", action="store_true",
                    help="write into a probe topic that already holds records no drill wrote (a production topic)")

@@ -18,8 +18,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mm2spec.spec.load import load_desired_state
 
     state = load_desired_state(args.spec, args.env)
+    engine = engine_for(state)
     plan = build_plan(state, lambda alias: KafkaAdmin(state.cluster(alias), timeout=args.timeout),
-                      deployment=engine_for(state).plan_changes)
+                      deployment=engine.plan_changes, worker_version=engine.worker_version)
     if args.format == "json":
         sys.stdout.write(to_json(plan))
     elif args.format == "markdown":

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from mm2spec.components import Components
+from mm2spec.components import Components, components
 
 from mm2spec.dev import process
 from mm2spec.dev.config import HOST, read_properties, rest_port_of
@@ -25,6 +25,11 @@ class ConnectWorker:
 
     Ready means its REST API answers ``GET /connectors`` and ``GET /connector-plugins`` lists
     MirrorSourceConnector, i.e. it joined its group and MM2's plugins loaded.
+
+    With ``metrics_port`` (and ``metrics_rules``, the ``jmx-exporter.yml`` that ``mm2spec render``
+    writes) it starts with the Prometheus JMX exporter java agent, serving MM2's and Connect's
+    MBeans at ``http://127.0.0.1:<metrics_port>/metrics`` under the names of
+    ``mm2spec.mm2.metric_names``, as the rendered ``connect-worker.env`` starts a real worker.
     """
 
     def __init__(
@@ -36,6 +41,8 @@ class ConnectWorker:
         found: Components | None = None,
         heap: str = "512m",
         env: dict[str, str] | None = None,
+        metrics_port: int | None = None,
+        metrics_rules: Path | None = None,
     ):
         self.config = Path(config).resolve()
         if not self.config.is_file():
@@ -49,6 +56,16 @@ class ConnectWorker:
             self.rest_port = rest_port_of(read_properties(self.config.read_text()))
         except DevError as bad:
             raise DevError(f"{self.config}: {bad}") from None
+        self.metrics_port = metrics_port
+        self.agent: tuple[str, ...] = ()
+        if metrics_port is not None:
+            rules = Path(metrics_rules).resolve() if metrics_rules else None
+            if rules is None or not rules.is_file():
+                raise DevError(f"the JMX exporter's rules {rules or '(none given)'} do not exist: "
+                               "`mm2spec render` writes jmx-exporter.yml for engine connect")
+            jar = (found or components()).jmx_exporter_agent
+            # HOST, not every interface: a dev worker's metrics stay on this machine.
+            self.agent = (f"-javaagent:{jar}={HOST}:{metrics_port}:{rules}",)
 
     @property
     def url(self) -> str:
@@ -59,7 +76,10 @@ class ConnectWorker:
         return self.root / "logs" / f"{self.name}.log"
 
     def start(self, *, tie_to_parent: bool = False) -> JavaProcess:
-        process.check_ports_free({self.rest_port: f"{self.name} REST"})
+        ports = {self.rest_port: f"{self.name} REST"}
+        if self.metrics_port is not None:
+            ports[self.metrics_port] = f"{self.name} metrics (the JMX exporter agent)"
+        process.check_ports_free(ports)
         command = process.java_command(
             self.java,
             self.libs,
@@ -67,13 +87,14 @@ class ConnectWorker:
             [str(self.config)],
             log4j=process.log4j_config(self.root),
             heap=self.heap,
+            jvm_options=self.agent,
         )
         return process.start(
             self.name,
             command,
             token=str(self.config),
             log=self.log,
-            ports=(self.rest_port,),
+            ports=tuple(ports),
             env=self.env,
             cwd=self.root,
             tie_to_parent=tie_to_parent,

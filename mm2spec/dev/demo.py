@@ -69,6 +69,17 @@ def seed(state: DesiredState, records: int) -> Iterator[str]:
             raise KafkaOperationFailed(f"cluster {alias}: records were not all delivered within {FLUSH_TIMEOUT_S:.0f} s")
         yield f"seeded {alias}: {', '.join(names)} ({records} records each, {PARTITIONS} partitions)"
         yield from _commit_groups(state, alias, names)
+    yield from _probe_topics(state)
+
+
+def _probe_topics(state: DesiredState) -> Iterator[str]:
+    """Each flow's probe topic on its source, empty, as provisioning creates it with the internal
+    topics (the mirror carries it from its start, so a drill need not wait for a topic refresh)."""
+    for flow in state.mirrors:
+        admin = KafkaAdmin(state.cluster(flow.source))
+        if not admin.topics(names=[flow.probe_topic], with_configs=False):
+            admin.create_topic(flow.probe_topic, PARTITIONS, -1, {})
+            yield f"probe topic {flow.probe_topic} on {flow.source} (the drill's, always mirrored)"
 
 
 def _commit_groups(state: DesiredState, alias: str, names: list[str]) -> Iterator[str]:

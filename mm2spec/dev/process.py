@@ -79,9 +79,11 @@ def java_and_libs(found: Components | None = None) -> tuple[str, Path]:
     return java, libs
 
 
-def java_command(java: str, libs: Path, main_class: str, args: list[str], *, log4j: Path, heap: str) -> list[str]:
+def java_command(java: str, libs: Path, main_class: str, args: list[str], *, log4j: Path, heap: str,
+                 jvm_options: tuple[str, ...] = ()) -> list[str]:
     return [
         java,
+        *jvm_options,
         f"-Xmx{heap}",
         "-Xms64m",
         # Serial GC: one collector thread; these JVMs share two cores with everything else.

@@ -136,6 +136,11 @@ class Engine(ABC):
         """Its part of a plan: the changes to its deployment, and notes. ``stopped_on_purpose``: a
         flow is failed over, so a stopped mirror is meant to be."""
 
+    def worker_version(self) -> str | None:
+        """The version of the Kafka Connect workers the mirror runs on (``GET /``), for the version
+        rules (``mm2spec.mm2.versions``); None when it runs on none, or no URL is known."""
+        return None
+
     @abstractmethod
     def running(self, flow: MirrorFlow) -> Running:
         """Whether the flow's mirror runs."""

@@ -85,6 +85,11 @@ class ConnectEngine(Engine):
             return [], ["connect.restUrl is not set: connectors are not compared"]
         return connector_changes(self.spec, self.rest()), []
 
+    def worker_version(self) -> str | None:
+        if self._rest is None and not self.url:
+            return None
+        return self.rest().version()
+
     def connector_states(self, flow: MirrorFlow) -> dict[str, str]:
         """Per connector of the flow: RUNNING, PAUSED, STOPPED, FAILED, or ABSENT; a task that is not
         RUNNING shows as ``<state> (task N <state>)``."""

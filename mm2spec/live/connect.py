@@ -48,6 +48,10 @@ class ConnectClient:
             raise ConnectUnreachable(f"Kafka Connect at {self.url} is unreachable: {reason}") from None
         return json.loads(payload) if payload else None
 
+    def version(self) -> str | None:
+        """The worker's Kafka version (``GET /``: ``{"version": "4.3.1", "commit": ..., "kafka_cluster_id": ...}``)."""
+        return (self._call("GET", "/") or {}).get("version")
+
     def connector_configs(self) -> dict[str, dict[str, str]]:
         """Every connector's config, in one request."""
         expanded = self._call("GET", "/connectors?expand=info") or {}

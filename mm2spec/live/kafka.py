@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import ssl
+import struct
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -36,6 +40,8 @@ from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissi
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.types import LiveTopic
 from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE, chunks, retry_call
+from mm2spec.mm2.versions import Version, metadata_version_release
+from mm2spec.mm2.versions import show as show_version
 from mm2spec.spec.model import AclBinding, Cluster
 
 _QUIET = logging.getLogger("mm2spec.librdkafka")
@@ -64,6 +70,97 @@ _NO_PRINCIPAL = "User:mm2spec-authorizer-probe"
 
 
 SecretLookup = Callable[[str], "str | None"]
+
+API_VERSIONS_TIMEOUT_S = 10.0
+"""A broker answers ApiVersions at once, before authentication; longer means it is not there."""
+
+
+@dataclass(frozen=True)
+class BrokerVersion:
+    """A cluster's version as ``KafkaAdmin.broker_version`` read it."""
+
+    release: Version | None
+    """The release of its finalized ``metadata.version``, e.g. (4, 3); None: unknown."""
+    shown: str
+    """What the plan shows, e.g. ``4.3, metadata.version level 30``, or why it is unknown."""
+
+
+def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def _skip_tags(data: bytes, at: int) -> int:
+    count, at = _uvarint(data, at)
+    for _ in range(count):
+        _, at = _uvarint(data, at)
+        size, at = _uvarint(data, at)
+        at += size
+    return at
+
+
+def api_versions_request(correlation_id: int, client: str = "mm2spec") -> bytes:
+    """ApiVersions v3 (KIP-511): header v2 (api key 18, version 3, correlation id, client id, no tags),
+    body: client software name and version as compact strings, no tags; size-prefixed."""
+    name = client.encode()
+    header = struct.pack(">hhih", 18, 3, correlation_id, len(name)) + name + b"\0"
+    body = bytes([len(name) + 1]) + name + bytes([len(b"1") + 1]) + b"1" + b"\0"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def finalized_metadata_version(response: bytes) -> int | None:
+    """The finalized ``metadata.version`` level in an ApiVersions v3 response (without its size; its
+    header is v0, the correlation id only); None without one. The features are tagged fields of the
+    body: tag 2, FinalizedFeatures, an array of (name, max level, min level)."""
+    error, = struct.unpack_from(">h", response, 4)
+    if error:
+        raise ValueError(f"ApiVersions error code {error}")
+    count, at = _uvarint(response, 6)
+    for _ in range(max(count - 1, 0)):
+        at = _skip_tags(response, at + 6)  # api key, min and max version (int16 each)
+    at += 4  # throttle time
+    tags, at = _uvarint(response, at)
+    for _ in range(tags):
+        tag, at = _uvarint(response, at)
+        size, at = _uvarint(response, at)
+        if tag == 2:
+            features, cursor = _uvarint(response, at)
+            for _ in range(max(features - 1, 0)):
+                length, cursor = _uvarint(response, cursor)
+                name = response[cursor:cursor + length - 1].decode()
+                cursor += length - 1
+                level, = struct.unpack_from(">h", response, cursor)
+                cursor = _skip_tags(response, cursor + 4)
+                if name == "metadata.version":
+                    return level
+        at += size
+    return None
+
+
+def _finalized_metadata_version(host: str, port: int, protocol: str, timeout: float) -> int | None:
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        conn = raw
+        if protocol.endswith("SSL"):
+            conn = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
+        conn.sendall(api_versions_request(1))
+        size, = struct.unpack(">i", _read(conn, 4))
+        return finalized_metadata_version(_read(conn, size))
+
+
+def _read(conn, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
 
 
 def env_secrets(name: str) -> str | None:
@@ -233,6 +330,23 @@ class KafkaAdmin:
             return None  # not allowed to describe the broker: the plan shows "broker default"
         entry = entries.get("default.replication.factor")
         return int(entry.value) if entry is not None and entry.value is not None else None
+
+    def broker_version(self) -> BrokerVersion:
+        """The release whose features the cluster runs with: its finalized ``metadata.version``, from
+        one ApiVersions request to a bootstrap server (confluent-kafka exposes neither ApiVersions
+        nor the features; the request is answered before any authentication). Unknown, with the
+        reason, when the cluster has no ``metadata.version`` (ZooKeeper mode, before 4.0) or the
+        request fails: never an error, a version rule is then not checked."""
+        host, _, port = self.cluster.bootstrap_servers[0].rpartition(":")
+        try:
+            level = _finalized_metadata_version(host.strip("[]"), int(port), self.cluster.security.protocol,
+                                                min(self.timeout, API_VERSIONS_TIMEOUT_S))
+        except (OSError, ValueError, IndexError, struct.error) as exc:  # IndexError: a cut-off response
+            return BrokerVersion(None, f"unknown (ApiVersions to {self.cluster.bootstrap_servers[0]} failed: {exc})")
+        release = metadata_version_release(level) if level is not None else None
+        if release is None:
+            return BrokerVersion(None, "unknown (no KRaft metadata.version: a ZooKeeper cluster, before 4.0)")
+        return BrokerVersion(release, f"{show_version(release)}, metadata.version level {level}")
 
     def end_offsets(self, topic: str, partitions: int) -> list[int]:
         """The latest offset of each partition (ListOffsets, answered by the partition leaders)."""

@@ -3,7 +3,8 @@
 What MM2 decides by itself, whatever engine mirrors (each name cites the MM2 class it mirrors,
 Kafka 4.3, ``org.apache.kafka.connect.mirror``):
 
-- ``policy``: how a replication policy names remote topics and MM2's internal topics
+- ``policy``: how a replication policy names remote topics and MM2's internal topics (and each
+  flow's probe topic and group, mm2spec's, which every mirror carries)
 - ``selection``: which topics, groups and topic configs it replicates and which it never does
 - ``defaults``: the defaults of its other settings
 - ``records``: the binary layouts of its offset syncs and checkpoints
@@ -15,6 +16,8 @@ Beside them, mm2spec's own rules of the same kind, and what mm2spec and the Spar
 - ``engine_facts``: the engines' compile-time facts
 - ``spark_eos``: the Spark writer's exactly-once names
 - ``spark_checkpoint``: the start-offsets file a failback leaves beside a checkpoint
+- ``versions``: the one table of version rules (what a spec needs of the brokers' and the Connect
+  worker's versions: refused, or warned where it only works worse)
 - ``metric_names``: the one table of Prometheus metric names (MM2's where MM2 has one, ``mm2spec_*``
   for the DR figures) that the JMX exporter rules, the Spark job, alerts and dashboard share
 

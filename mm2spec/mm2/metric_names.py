@@ -28,9 +28,9 @@ CONNECT_METRICS_PORT_DEFAULT = 9404
 """Port of the JMX exporter agent on each Connect worker (``connect.metrics.port``): the port
 Strimzi and the exporter's own examples use."""
 DR_EXPORTER_PORT_DEFAULT = 9406
-"""Port of mm2spec's DR exporter, ``mm2spec verify --serve`` (``connect.metrics.exporterPort``): the
-figures no MBean has (RPO, checkpoint age, failover state); the rendered scrape config names it for
-engine connect."""
+"""Port of mm2spec's DR exporter, ``mm2spec verify --serve`` (the engine's ``metrics.exporterPort``:
+``spark.`` or ``connect.``): the figures no MBean has (RPO, checkpoint age, failover state); the
+rendered scrape config names it for either engine."""
 
 SCRAPE_LABELS = ("spec", "env")
 """Labels the rendered scrape config puts on every series: ``metadata.name`` and the environment."""
@@ -47,9 +47,10 @@ class MBean:
     """The Prometheus label of each capture group of ``pattern``, in order."""
 
 
-MIRROR_SOURCE = MBean("kafka.connect.mirror<type=MirrorSourceConnector, target=(.+), topic=(.+), partition=([0-9]+)>",
-                      ("target", "topic", "partition"))
-"""MM2's ``MirrorSourceMetrics``: per replicated (target) topic-partition."""
+MIRROR_SOURCE = MBean("kafka.connect.mirror<type=MirrorSourceConnector, source=(.+), target=(.+), topic=(.+), "
+                      "partition=([0-9]+)>", ("source", "target", "topic", "partition"))
+"""MM2's ``MirrorSourceMetrics``: per replicated (target) topic-partition. Kafka 4's MBean names the
+source cluster first (Kafka 3's had no ``source`` key); the Spark job does not serve ``source``."""
 MIRROR_CHECKPOINT = MBean("kafka.connect.mirror<type=MirrorCheckpointConnector, source=(.+), target=(.+), group=(.+), "
                           "topic=(.+), partition=([0-9]+)>", ("source", "target", "group", "topic", "partition"))
 """MM2's ``MirrorCheckpointMetrics``: per group and upstream topic-partition."""

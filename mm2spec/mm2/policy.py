@@ -89,6 +89,35 @@ def checkpoints_topic(source_alias: str, separator: str = SEPARATOR_DEFAULT) -> 
     return f"{source_alias}{separator}checkpoints{separator}internal"
 
 
+PROBE_TOPIC_PREFIX = "mm2spec-probe-"
+"""What every flow's probe topic starts with (``probe_topic``): not ``__``, ``.`` or ``mm2``, so no
+internal-topic rule or default exclude of MM2 matches it."""
+
+PROBE_TOPIC_PARTITIONS = 3
+"""Partitions of a provisioned probe topic (the drill's ``--probe-partitions`` default too)."""
+
+TOPIC_NAME_MAX = 249
+"""The longest topic name Kafka accepts (``org.apache.kafka.common.internals.Topic.MAX_NAME_LENGTH``)."""
+
+
+def probe_topic(flow: str) -> str:
+    """The flow's probe topic on its source: ``mm2spec-probe-<flow>``, mm2spec's own rule.
+
+    Every flow mirrors it whatever its ``topics`` say, as MM2 always carries its heartbeats: the
+    drill writes its synthetic load there, never into an application's topics. One per flow, so
+    flows into one target (fan-in, identity naming) never share one; the replication policy names
+    its copy on the target as any other topic's (``target_topic``).
+    """
+    return f"{PROBE_TOPIC_PREFIX}{flow}"
+
+
+def probe_group(flow: str) -> str:
+    """The flow's probe consumer group: the probe topic's name (``probe_topic``). A flow that
+    checkpoints groups checkpoints it whatever its ``groups`` say, so the drill's probe group on the
+    probe topic fails over with the application's groups."""
+    return probe_topic(flow)
+
+
 def internal_topic_patterns(separator: str = SEPARATOR_DEFAULT) -> tuple[str, ...]:
     """Regexes (Java and Python alike) of the topics ``ReplicationPolicy.isInternalTopic`` calls internal.
 

@@ -70,6 +70,20 @@ def never_replicated(*, identity: bool, target_alias: str, separator: str = SEPA
     return internal if identity else internal + (cycle_pattern(target_alias, separator),)
 
 
+def literal_pattern(name: str) -> str:
+    """A regex (Java and Python alike) matching exactly topic name ``name``: its dots escaped (a
+    topic name's other characters, letters, digits, ``_`` and ``-``, are literal in a regex)."""
+    return name.replace(".", r"\.")
+
+
+def with_probe(include: Iterable[str], probe: str) -> tuple[str, ...]:
+    """A flow's ``topics`` as rendered: the spec's patterns, then its probe topic (``policy.probe_topic``)
+    as a literal pattern, so the mirror carries it whatever the patterns select."""
+    include = tuple(include)
+    probe_pattern = literal_pattern(probe)
+    return include if probe_pattern in include else include + (probe_pattern,)
+
+
 def alternatives(patterns: Iterable[str]) -> str:
     """``(?:a)|(?:b)|...``: any of the patterns, as ``MirrorUtils.compilePatternList`` joins a list."""
     return "|".join(f"(?:{p})" for p in patterns)

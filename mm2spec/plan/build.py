@@ -1,6 +1,7 @@
 """``mm2spec plan``: desired state against the live clusters, as data.
 
-The planner reads each cluster a bounded number of times (a source: one metadata listing and one
+The planner reads each cluster a bounded number of times (its version: one ApiVersions request, and
+the Connect worker's ``GET /``; a source: one metadata listing and one
 batched DescribeConfigs of the topics it mirrors; a target: one batched DescribeTopics and
 DescribeConfigs of the topics it should hold; one DescribeAcls per principal; one Connect request for
 every connector), all clusters at once, compares with
@@ -14,8 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Callable, Mapping
 
+from mm2spec.errors import VersionUnsupported
 from mm2spec.live.dr_state import read_flow_states
-from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.live.kafka import BrokerVersion, KafkaAdmin
+from mm2spec.mm2 import versions
+from mm2spec.mm2.engine_facts import engine_facts
+from mm2spec.mm2.versions import VersionFinding, spec_needs
 from mm2spec.live.types import FailoverState
 from mm2spec.plan.desired import (DesiredResources, TopicSpec, desired_resources, list_sources, topics_needing_configs,
                                   with_configs)
@@ -41,13 +46,45 @@ def failed_over_notes(states: Mapping[str, FailoverState]) -> list[str]:
     return notes
 
 
+def version_findings(state: DesiredState, brokers: Mapping[str, BrokerVersion], worker: str | None,
+                     worker_url: str | None = None) -> tuple[list[VersionFinding], list[str]]:
+    """The version rules (``mm2spec.mm2.versions``) the clusters' and the Connect worker's versions
+    do not meet for what ``state`` uses, and a note for each version that could not be read."""
+    needs = spec_needs(on_connect_workers=engine_facts(state.engine).runs_on_connect_workers,
+                       exactly_once=any(f.exactly_once for f in state.mirrors),
+                       groups=any(f.groups for f in state.mirrors))
+    findings: list[VersionFinding] = []
+    notes: list[str] = []
+    for alias, version in brokers.items():
+        findings += versions.check("kafka", f'Kafka cluster "{alias}"', version.release, needs, alias)
+        if version.release is None:
+            notes.append(f'cluster "{alias}": version {version.shown}: its version rules are not checked')
+    if worker is not None:
+        where = f"Kafka Connect at {worker_url}" if worker_url else "Kafka Connect"
+        release = versions.parse_version(worker)
+        findings += versions.check("connect", where, release, needs, "connect")
+        if release is None:
+            notes.append(f"{where}: version {worker!r} not understood: its version rules are not checked")
+    return findings, notes
+
+
+def refuse_versions(findings: list[VersionFinding]) -> None:
+    """Raise VersionUnsupported naming every refusing finding (plan and verify share the words)."""
+    refused = [f.message() for f in findings if f.refuses]
+    if refused:
+        raise VersionUnsupported("; ".join(refused))
+
+
 def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: DeploymentChanges | None = None,
-               failover_states: Callable[[DesiredState], Mapping[str, FailoverState]] | None = None) -> Plan:
+               failover_states: Callable[[DesiredState], Mapping[str, FailoverState]] | None = None,
+               worker_version: Callable[[], "str | None"] | None = None) -> Plan:
     """Compare ``state`` with the live clusters (and the engine's deployment, when ``deployment``
     compares it: the Connect connectors, or the Spark job).
 
     ``failover_states`` (default: read from each DR cluster) names failed-over flows: their mirror
-    is meant to stay stopped, so a stopped Spark job is no change, and the plan says so."""
+    is meant to stay stopped, so a stopped Spark job is no change, and the plan says so.
+    ``worker_version`` (the engine's ``worker_version``) reads the Connect worker's version. A
+    version older than the spec needs is refused (VersionUnsupported) or noted (``versions``)."""
     aliases = list(dict.fromkeys([m.source for m in state.mirrors] + [m.target for m in state.mirrors]
                                  + [state.connect.cluster]))
     admins = {alias: admin_for(alias) for alias in aliases}
@@ -55,7 +92,14 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: Deploym
     def cluster_info(alias: str) -> ClusterInfo:
         admins[alias].ping()  # an unreachable cluster is an error that names it, never an empty plan
         authorizer = admins[alias].authorizer_enabled() if state.manage_acls else None
-        return ClusterInfo(alias, state.cluster(alias).bootstrap, admins[alias].default_replication_factor(), authorizer)
+        return ClusterInfo(alias, state.cluster(alias).bootstrap, admins[alias].default_replication_factor(), authorizer,
+                           brokers[alias].shown)
+
+    # The versions first: a plan the clusters cannot carry out is refused before anything else is read.
+    brokers = dict(zip(aliases, _each(lambda alias: admins[alias].broker_version(), aliases)))
+    worker = worker_version() if worker_version is not None else None
+    findings, version_notes = version_findings(state, brokers, worker, state.connect.rest_url)
+    refuse_versions(findings)
 
     # Clusters are independent: read them concurrently (the clients wait on the network, not the GIL).
     infos = _each(cluster_info, aliases)
@@ -81,7 +125,8 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: Deploym
                                       live[alias].result(), by_alias[alias])
             if alias in acls:
                 changes += acls[alias].result()
-    notes: list[str] = [note for alias in aliases for note in acl_notes[alias]]
+    notes: list[str] = [f.message() for f in findings] + version_notes
+    notes += [note for alias in aliases for note in acl_notes[alias]]
     failed_over = (failover_states or read_flow_states)(state)
     notes += failed_over_notes(failed_over)
     if deployment is not None:
@@ -91,7 +136,7 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: Deploym
     flows = tuple(FlowSummary(f.name, f.source, f.target, f.replication_policy, f.exactly_once,
                               tuple(p.text for p in f.topics), tuple(p.text for p in f.groups)) for f in state.mirrors)
     return Plan(state.name, state.environment, state.source_file, state.engine, tuple(infos), flows,
-                tuple(changes), resources.resolutions, tuple(notes))
+                tuple(changes), resources.resolutions, tuple(notes), worker)
 
 
 def _rf_detail(spec: TopicSpec, info) -> str:

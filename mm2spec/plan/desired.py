@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from mm2spec.live.types import LiveTopic
+from mm2spec.mm2.policy import PROBE_TOPIC_PARTITIONS
 from mm2spec.mm2.selection import config_synced
 from mm2spec.spec.model import AclBinding, DesiredState, MirrorFlow
 from mm2spec.spec.patterns import python_regex
@@ -120,6 +121,13 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
             spec = TopicSpec(flow.target, flow.target_topic(name), live.partitions, configs,
                              f"{flow.name}: mirror of {flow.source}/{name}", "mirror",
                              allow_replacement=flow.allow_topic_replacement, source_topic=name)
+            topics.setdefault(spec.key, spec)
+        if flow.probe_topic not in source.topics:
+            # Created with the internal topics in this same run: its copy is known before it exists,
+            # so one apply leaves no change behind.
+            spec = TopicSpec(flow.target, flow.target_topic(flow.probe_topic), PROBE_TOPIC_PARTITIONS, (),
+                             f"{flow.name}: mirror of {flow.source}/{flow.probe_topic}", "mirror",
+                             allow_replacement=flow.allow_topic_replacement, source_topic=flow.probe_topic)
             topics.setdefault(spec.key, spec)
         resolutions += _resolve_patterns(flow, "groups", flow.groups, flow.mirrored_groups(source.groups))
     return DesiredResources(tuple(topics.values()), tuple(desired_acls(state, sources)), tuple(resolutions))

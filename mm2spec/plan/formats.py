@@ -55,9 +55,10 @@ def summary_line(plan: Plan) -> str:
 
 def _scopes(plan: Plan) -> list[tuple[str, str]]:
     """(scope, heading) in display order: clusters, then Connect, then Spark."""
-    scopes = [(c.alias, f"cluster {c.alias} ({c.bootstrap})") for c in plan.clusters]
-    if any(c.scope == "connect" for c in plan.changes):
-        scopes.append(("connect", "Kafka Connect"))
+    scopes = [(c.alias, f"cluster {c.alias} ({c.bootstrap}" + (f"; Kafka {c.version})" if c.version else ")"))
+              for c in plan.clusters]
+    if any(c.scope == "connect" for c in plan.changes) or plan.connect_version:
+        scopes.append(("connect", "Kafka Connect" + (f" ({plan.connect_version})" if plan.connect_version else "")))
     if any(c.scope == "spark" for c in plan.changes):
         scopes.append(("spark", "Spark mirroring deployment"))
     return scopes
@@ -154,8 +155,10 @@ def to_json(plan: Plan) -> str:
         "spec": {"name": plan.spec_name, "file": plan.source_file, "environment": plan.environment,
                  "engine": plan.engine},
         "clusters": [{"alias": c.alias, "bootstrapServers": c.bootstrap,
-                      "defaultReplicationFactor": c.default_replication_factor, "authorizer": c.authorizer}
+                      "defaultReplicationFactor": c.default_replication_factor, "authorizer": c.authorizer,
+                      **({"version": c.version} if c.version else {})}
                      for c in plan.clusters],
+        **({"connectVersion": plan.connect_version} if plan.connect_version else {}),
         "flows": [f.to_json() for f in plan.flows],
         "summary": {**plan.summary(), "hasChanges": plan.has_changes},
         "changes": [

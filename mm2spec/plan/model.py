@@ -44,6 +44,9 @@ class ClusterInfo:
     """The brokers' ``default.replication.factor`` (what -1 means); None when not readable."""
     authorizer: bool | None = None
     """Whether the cluster enforces ACLs; None when ACLs are not managed (not asked)."""
+    version: str | None = None
+    """The brokers' version as read (``4.3, metadata.version level 30``, or why it is unknown);
+    None: not read."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class Plan:
     """What each topic and group pattern matched on the live source cluster."""
     notes: tuple[str, ...] = ()
     """What was not compared and why (no authorizer, no Connect URL, ...)."""
+    connect_version: str | None = None
+    """The Connect worker's version (``GET /``) when the engine runs on Connect workers; None: not read."""
 
     def count(self, action: str) -> int:
         return sum(1 for c in self.changes if c.action == action)

@@ -6,7 +6,7 @@ importable, installed module pickle *by reference* (``mm2spec.provision.topic.To
 so the state stays small, the host imports the same code the program ran, and a fix here applies
 to resources already in the state. Classes defined in the program folder would be pickled *by
 value* (their code copied into every resource's state). ``pulumi/__main__.py`` therefore only
-calls :func:`mm2spec.provision.program.main`.
+calls :func:`mm2spec.provision.program.main`, which declares one ``DisasterRecovery`` component.
 
 Modules (each resource module: the inputs, what forces a replacement, the diff and the provider):
 
@@ -20,6 +20,8 @@ Modules (each resource module: the inputs, what forces a replacement, the diff a
   ``ProvisionedResource``; a base class changes nothing in the state (see its docstring)
 - ``connection``: how a provider method reaches a cluster from its inputs (no client kept)
 - ``program``: which resources a spec means, given the live source clusters
+- ``component``: ``DisasterRecovery``, those resources as one Pulumi component for any program
+  (public path ``mm2spec.pulumi``; the bundled program is one of its users)
 
 May import: ``engines`` (each engine's deployment), ``spec``, ``mm2``, ``render``, ``live``,
 ``plan`` (the desired resources and the one diff), ``runtime`` (the Spark job), ``errors``,

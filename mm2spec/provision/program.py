@@ -1,11 +1,12 @@
 """The Pulumi program: which resources a DR spec means, given the live source clusters.
 
-``main`` is what ``pulumi/__main__.py`` runs. It reads the stack config (``mm2spec:spec``, the spec
-file relative to the project root; ``mm2spec:environment``; optional ``mm2spec:outDir`` and
-``mm2spec:sparkRun``), loads and validates the spec (an invalid spec stops the run with mm2spec's ``FILE:LINE:COL`` diagnostics,
-before any resource is registered), looks each cluster's password up by the secret name the spec
-gives (Pulumi secret config first, then the environment variable of that name), reads the source
-clusters once, and declares the resources with ``declare``.
+``main`` is what ``pulumi/__main__.py`` runs: one ``DisasterRecovery`` component (``component``)
+from the stack config (``mm2spec:spec``, the spec file relative to the project root;
+``mm2spec:environment``; optional ``mm2spec:outDir`` and ``mm2spec:sparkRun``), and the stack
+outputs. The component loads and validates the spec (an invalid spec stops the run with mm2spec's
+``FILE:LINE:COL`` diagnostics, before any resource is registered), looks each cluster's password up
+by the secret name the spec gives (Pulumi secret config first, then the environment variable of
+that name), reads the source clusters once, and declares the resources with ``declare``.
 
 ``declare`` is the pure part (no network; unit-tested with ``pulumi.runtime.set_mocks``):
 
@@ -30,9 +31,8 @@ from typing import Callable, Mapping
 import pulumi
 
 from mm2spec.engines import engine_for
-from mm2spec.spec.load import load_desired_state
-from mm2spec.plan.desired import DesiredResources, SourceSnapshot, desired_resources, snapshot_sources
-from mm2spec.errors import Mm2specError, SecretMissing
+from mm2spec.plan.desired import DesiredResources, SourceSnapshot, desired_resources
+from mm2spec.errors import SecretMissing
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.dr_state import read_flow_states
 from mm2spec.plan.build import failed_over_notes
@@ -109,8 +109,11 @@ def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, st
 
 
 def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], passwords: Mapping[str, str | None],
-            settings: ProgramSettings) -> Declared:
-    """Register the stack's resources for ``state`` given the source clusters' snapshot."""
+            settings: ProgramSettings, opts: pulumi.ResourceOptions | None = None,
+            then: Callable[[Declared], None] | None = None) -> Declared:
+    """Register the stack's resources for ``state`` given the source clusters' snapshot; ``opts``
+    (the component's parent and aliases, ``component.child_options``) go to every resource, and
+    ``then`` is called with what was registered once the last resource is."""
     needs = engine_for(state).deployment_resources()  # a spec that cannot be provisioned stops here
     wanted = desired_resources(state, sources)
     declared = Declared(wanted)
@@ -124,7 +127,7 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
               inputs: Callable[[], dict]) -> Callable[[], pulumi.Resource]:
         """Registers ``kind(name, inputs())`` into ``into`` when its wave comes."""
         def make() -> pulumi.Resource:
-            into[name] = kind(name, inputs())
+            into[name] = kind(name, inputs(), opts)
             return into[name]
         return make
 
@@ -140,16 +143,19 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
         worker: list[pulumi.Resource] = []
         if needs.worker_config:
             declared.worker_config = WorkerConfig("connect-worker",
-                                                  worker_config_inputs(state, settings.out_dir, settings.root))
+                                                  worker_config_inputs(state, settings.out_dir, settings.root), opts)
             worker = [declared.worker_config]
-        after = pulumi.ResourceOptions(depends_on=ready + worker)  # connectors need their worker's config first
+        # connectors need their worker's config first
+        after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ready + worker))
         for connector in needs.connectors:
             declared.connectors[connector["name"]] = Connector(
                 connector["name"], connector_inputs(needs.connect_url, connector, state.connect.ready_timeout_seconds), after)
         if needs.spark_deployment:
             declared.spark_deployment = SparkDeployment(
                 "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run),
-                pulumi.ResourceOptions(depends_on=ready))
+                pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ready)))
+        if then is not None:
+            then(declared)
 
     in_waves(makers, dependents)
     return declared
@@ -236,7 +242,7 @@ def _skip_source_positions() -> None:
         registration._get_stack_trace = proto
 
 
-def _failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> bool:
+def failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> bool:
     """Whether a flow is recorded as failed over on its DR cluster; then the Spark mirror is left
     stopped (a forward mirror would copy over what clients now write to DR) and the run says so."""
     states = read_flow_states(state, cluster_secrets=lambda alias: lambda _name: passwords.get(alias))
@@ -247,29 +253,14 @@ def _failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> bo
 
 
 def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, SourceSnapshot]] | None = None) -> Declared:
-    """Run the program for the current stack. ``snapshot`` replaces reading the source clusters (tests)."""
+    """Run the program for the current stack: one ``DisasterRecovery`` component from the stack config,
+    and the stack outputs. ``snapshot`` replaces reading the source clusters (tests)."""
+    # Imported here: the component is built on this module's functions.
+    from mm2spec.provision.component import DisasterRecovery
+
     _skip_source_positions()
-    try:
-        config = pulumi.Config()
-        root = project_root()
-        spec = config.require("spec")
-        path = spec if os.path.isabs(spec) else os.path.relpath(os.path.join(root, spec))
-        state = load_desired_state(path, config.get("environment"))
-        passwords = resolve_passwords(state, config_secret_lookup(config))
-
-        def admin_for(alias: str) -> KafkaAdmin:
-            cluster = state.cluster(alias)
-            return KafkaAdmin(cluster, secrets=lambda _name: passwords.get(alias))
-
-        sources = (snapshot or snapshot_sources)(state, admin_for)
-        out_dir = config.get("outDir") or f".mm2spec/out/{pulumi.get_stack()}"
-        spark_run = bool(config.get_bool("sparkRun"))
-        if spark_run and snapshot is None:
-            spark_run = not _failed_over(state, passwords)
-        settings = ProgramSettings(root, out_dir, spark_run)
-        declared = declare(state, sources, passwords, settings)
-    except Mm2specError as exc:
-        # Shown as the run's error, without a Python traceback; nothing has been registered.
-        raise pulumi.RunError(str(exc)) from None
-    export(state, declared)
-    return declared
+    config = pulumi.Config()
+    dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
+                          out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot)
+    export(dr.state, dr.declared)
+    return dr.declared

@@ -7,7 +7,8 @@
 - ``kubernetes``: with a ``k8s://`` master, ``kubernetes.yaml`` (the Spark Operator's
   SparkApplication and the ConfigMap with the job config) and the job image's ``Dockerfile``
 - ``monitoring``: ``prometheus.yml`` (scrape config), ``prometheus-rules.yml`` (objectives and
-  alerts), ``grafana-dashboard.json`` and, for engine connect, ``jmx-exporter.yml``, every metric
+  alerts), ``grafana-dashboard.json`` and, for engine connect, ``jmx-exporter.yml`` and
+  ``connect-worker.env`` (the worker's java agent setting), every metric
   named from ``mm2spec.mm2.metric_names``
 - ``properties``: what those share (client settings, ``java.util.Properties`` text)
 - ``repository``: what ``mm2spec init`` writes, a team's DR-spec repository (the spec, its schema,

@@ -72,7 +72,7 @@ def _flow_common(state: DesiredState, flow: MirrorFlow, connector_class: str) ->
 
 
 def _topics(flow: MirrorFlow) -> dict[str, str]:
-    return {"topics": ",".join(p.text for p in flow.topics),
+    return {"topics": ",".join(flow.topic_selection),
             "topics.exclude": ",".join(flow.topics_exclude_all)}
 
 
@@ -107,7 +107,7 @@ def checkpoint_connector(state: DesiredState, flow: MirrorFlow) -> dict[str, str
         "sync.group.offsets.enabled": kafka_bool(flow.sync_group_offsets),
         "sync.group.offsets.interval.seconds": str(flow.sync_group_offsets_interval_seconds),
         "refresh.groups.interval.seconds": str(flow.refresh_groups_interval_seconds),
-        "groups": ",".join(p.text for p in flow.groups),
+        "groups": ",".join(flow.group_selection),
         "groups.exclude": ",".join(flow.groups_exclude_all),
     })
     config.update(_topics(flow))
@@ -166,9 +166,9 @@ def mm2_properties(state: DesiredState) -> list[tuple[str, str]]:
         props.extend([
             (f + "enabled", "true"),
             (f + "replication.policy.class", flow.policy_class),
-            (f + "topics", ",".join(p.text for p in flow.topics)),
+            (f + "topics", ",".join(flow.topic_selection)),
             (f + "topics.exclude", ",".join(flow.topics_exclude_all)),
-            (f + "groups", ",".join(p.text for p in flow.groups)),
+            (f + "groups", ",".join(flow.group_selection)),
             (f + "groups.exclude", ",".join(flow.groups_exclude_all)),
             (f + "tasks.max", str(flow.tasks_max)),
             (f + "offset-syncs.topic.location", flow.offset_syncs_topic_location),

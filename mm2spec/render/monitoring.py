@@ -1,14 +1,16 @@
 """Monitoring DR with Prometheus and Grafana, rendered from the spec.
 
-- ``prometheus.yml``: a scrape config with a job for the spec's engine (the Spark driver's
-  ``/metrics``; or the JMX exporter agent on the Connect worker and mm2spec's DR exporter), every
-  series labelled with the spec and the environment; it loads the rules below.
+- ``prometheus.yml``: a scrape config with a job for the spec's mirror (the Spark driver's
+  ``/metrics``, or the JMX exporter agent on the Connect workers) and one for mm2spec's DR exporter
+  (``mm2spec verify --serve``: the RPO series the RPO alerts read, for either engine), every series
+  labelled with the spec and the environment; it loads the rules below.
 - ``prometheus-rules.yml``: the flows' objectives as recording rules and the alerts: RPO over
   objective, mirror down, task failed, checkpoints stale, flow failed over, cluster unreadable.
 - ``grafana-dashboard.json``: seed 002's panels (throughput, bytes, replication latency, task
   errors, rebalances, connector and worker state) and the RPO panels.
 - ``jmx-exporter.yml`` (engine connect): the Prometheus JMX exporter's rules that turn MM2's and
-  Connect's MBeans into the same names.
+  Connect's MBeans into the same names; ``connect-worker.env``: the worker's start setting that
+  loads the exporter's java agent with them (``KAFKA_OPTS``, which Kafka's start scripts read).
 
 Every metric name comes from ``mm2spec.mm2.metric_names`` (the one table), so the exporter, the
 Spark job, the alerts and the dashboard cannot disagree. Pure: DesiredState in, text out.
@@ -31,6 +33,7 @@ SCRAPE_CONFIG = "prometheus.yml"
 RULES = "prometheus-rules.yml"
 DASHBOARD = "grafana-dashboard.json"
 JMX_EXPORTER_CONFIG = "jmx-exporter.yml"
+WORKER_ENV = "connect-worker.env"
 
 SCRAPE_INTERVAL = "15s"
 """How often Prometheus scrapes: the rules' ``for`` durations are a few intervals."""
@@ -51,7 +54,37 @@ def monitoring_files(state: DesiredState) -> dict[str, str]:
     }
     if _on_connect_workers(state):
         files[JMX_EXPORTER_CONFIG] = header + _yaml(jmx_exporter_config())
+        files[WORKER_ENV] = header + worker_env(state)
     return files
+
+
+def javaagent_option(jar: str, port: int, config: str) -> str:
+    """The JVM option that starts the Prometheus JMX exporter agent serving ``/metrics`` on ``port``
+    (every interface) with the rules file ``config``."""
+    return f"-javaagent:{jar}={port}:{config}"
+
+
+def worker_env(state: DesiredState) -> str:
+    """``connect-worker.env``: sourced before ``bin/connect-distributed.sh`` (which passes
+    ``KAFKA_OPTS`` to the JVM), it starts the JMX exporter agent on ``connect.metrics.port``. The
+    jar's and this folder's paths are the host's, so they stay variables."""
+    option = javaagent_option("${JMX_EXPORTER_JAR:?set JMX_EXPORTER_JAR to jmx_prometheus_javaagent-<version>.jar}",
+                              state.connect.metrics_port, "${MM2SPEC_RENDERED:-.}/" + JMX_EXPORTER_CONFIG)
+    return ("# The Connect worker's start setting for Prometheus: the JMX exporter java agent (Maven Central\n"
+            "# io.prometheus.jmx:jmx_prometheus_javaagent; scripts/install-jmx-exporter.sh) with this folder's\n"
+            f"# {JMX_EXPORTER_CONFIG}. Use: JMX_EXPORTER_JAR=/path/to/the.jar MM2SPEC_RENDERED=/path/to/this/folder\n"
+            "#   . ./connect-worker.env && bin/connect-distributed.sh connect-distributed.properties\n"
+            f'export KAFKA_OPTS="${{KAFKA_OPTS:-}} {option}"\n')
+
+
+def dr_exporter_port(state: DesiredState) -> int:
+    """Where the DR exporter (``mm2spec verify --serve``) serves: the engine's ``metrics.exporterPort``."""
+    return state.connect.exporter_port if _on_connect_workers(state) else state.spark.exporter_port
+
+
+def dr_exporter_port_field(state: DesiredState) -> str:
+    """The spec field of ``dr_exporter_port``, for messages."""
+    return "connect.metrics.exporterPort" if _on_connect_workers(state) else "spark.metrics.exporterPort"
 
 
 def _on_connect_workers(state: DesiredState) -> bool:
@@ -74,28 +107,26 @@ def _env(state: DesiredState) -> str:
 
 
 def job_names(state: DesiredState) -> dict[str, str]:
-    """The scrape jobs of ``state``'s engine by role: ``mirror`` (what moves the data) and, for
-    engine connect, ``dr`` (mm2spec's DR exporter)."""
-    if _on_connect_workers(state):
-        return {"mirror": f"mm2spec-{state.name}-connect", "dr": f"mm2spec-{state.name}-dr-exporter"}
-    return {"mirror": f"mm2spec-{state.name}-spark"}
+    """The scrape jobs by role: ``mirror`` (what moves the data: the engine's) and ``dr``
+    (mm2spec's DR exporter, for either engine)."""
+    return {"mirror": f"mm2spec-{state.name}-{state.engine}", "dr": f"mm2spec-{state.name}-dr-exporter"}
 
 
 def scrape_config(state: DesiredState) -> dict:
-    """Prometheus's config: one scrape job per endpoint of the engine, and the rule file."""
+    """Prometheus's config: a scrape job for the mirror's endpoint, one for the DR exporter, and the rule file."""
     labels = {"spec": state.name, "env": _env(state)}
     jobs = job_names(state)
     if _on_connect_workers(state):
         # The REST URL names the workers' host (or a load balancer: list each worker instead).
         host = urlsplit(state.connect.rest_url).hostname if state.connect.rest_url else None
-        scrapes = [_static(jobs["mirror"], f"{host or 'localhost'}:{state.connect.metrics_port}", labels),
-                   # The DR exporter runs beside mm2spec (mm2spec verify --serve), not on the workers.
-                   _static(jobs["dr"], f"localhost:{state.connect.exporter_port}", labels)]
+        scrapes = [_static(jobs["mirror"], f"{host or 'localhost'}:{state.connect.metrics_port}", labels)]
     elif on_kubernetes(state):
         scrapes = [_spark_driver_pods(state, jobs["mirror"], labels)]
     else:
         # local[N] and spark:// (client deploy mode): the driver runs where mm2spec starts it.
         scrapes = [_static(jobs["mirror"], f"localhost:{state.spark.metrics_port}", labels)]
+    # The DR exporter runs beside mm2spec (mm2spec verify --serve), not on the workers or the driver.
+    scrapes.append(_static(jobs["dr"], f"localhost:{dr_exporter_port(state)}", labels))
     return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
             "rule_files": [RULES], "scrape_configs": scrapes}
 
@@ -212,8 +243,9 @@ def jmx_exporter_config() -> dict:
 
     Each pattern ends at the attribute's name and ``:`` (the exporter matches
     ``domain<keys><>attribute: value`` anywhere), so ``record-age-ms`` never catches
-    ``record-age-ms-max``. Every rule is a GAUGE: newer exporters add ``_total`` to a COUNTER's
-    name, which would break the one table's names.
+    ``record-age-ms-max``. The exporter (1.x) takes ``_total`` off every name and adds it back to a
+    COUNTER's only, so a name of the table that ends in ``_total`` is a COUNTER and every other
+    one a GAUGE (a counter without ``_total``, ``record_count``, keeps its name that way).
     """
     rules = []
     for entry in METRICS:
@@ -235,7 +267,7 @@ def _jmx_rule(entry: Metric) -> dict:
         rule = {"pattern": f"{entry.mbean.pattern}<>{entry.attribute}:", "name": entry.name}
     if labels:
         rule["labels"] = labels
-    rule.update({"help": entry.help, "type": "GAUGE"})
+    rule.update({"help": entry.help, "type": "COUNTER" if entry.name.endswith("_total") else "GAUGE"})
     return rule
 
 

@@ -3,8 +3,8 @@
 The repository works with the installed package and the team's own Pulumi CLI, nothing of this
 checkout: the spec (a commented skeleton, or built from ``--source``/``--target``/``--topic``) with
 the editor's schema modeline and a copy of the schema next to it, ``Pulumi.yaml`` and a stack file
-per environment, the program (``__main__.py``: mm2spec's own program, imported from the installed
-package so Pulumi pickles its providers by reference), ``requirements.txt``, a pre-commit config, a
+per environment, the program (``__main__.py``: one ``DisasterRecovery`` component, imported from the
+installed package so Pulumi pickles its providers by reference), ``requirements.txt``, a pre-commit config, a
 ``.gitignore`` and a README for the team. ``init_files`` is pure; ``check_init_folder`` refuses a
 folder that holds files (unless ``force``) and ``write_repository`` writes through ``write_files``.
 """
@@ -243,16 +243,25 @@ runtime:
 
 
 PROGRAM = '''\
-"""The Pulumi program: mm2spec's resources (topics, ACLs, the mirror's deployment) for this stack.
+"""The Pulumi program: this stack's DR setup (topics, ACLs, the mirror's deployment) from the spec.
 
-It reads the stack config (<project>:spec, <project>:environment) and declares what the spec means
-for the clusters as they are. The code lives in the installed package (pip install
-'mm2spec[pulumi]'), so that Pulumi records its providers by reference: keep it there, not here.
+One ``DisasterRecovery`` component reads the stack config (<project>:spec, <project>:environment,
+optional <project>:outDir and <project>:sparkRun) and declares what the spec means for the clusters
+as they are. It comes from the installed package (pip install 'mm2spec[pulumi]'), so that Pulumi
+records its providers by reference: keep mm2spec's code there, not here. Add your own resources
+beside it; they can depend on its outputs (e.g. ``dr.target_topics``).
 """
 
-from mm2spec.provision.program import main
+import pulumi
 
-main()
+from mm2spec.pulumi import DisasterRecovery
+
+config = pulumi.Config()
+dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
+                      out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")))
+pulumi.export("targetTopics", dr.target_topics)
+pulumi.export("aclBindings", dr.acl_bindings)
+pulumi.export("connectors", dr.connectors)
 '''
 
 PRE_COMMIT = """\
@@ -297,7 +306,7 @@ It was started with `mm2spec init`; see mm2spec's README for every field and com
 | `{spec_file}` | the DR spec: clusters, mirrors, per-environment overlays |
 | `{SCHEMA_FILE}` | the spec's JSON Schema, for your editor (the spec's first line names it) |
 | `Pulumi.yaml`, `Pulumi.<env>.yaml` | the Pulumi project and a stack per environment (which spec, which overlay) |
-| `__main__.py`, `requirements.txt` | the Pulumi program: mm2spec's, from the installed package |
+| `__main__.py`, `requirements.txt` | the Pulumi program: mm2spec's `DisasterRecovery` component, from the installed package |
 | `.pre-commit-config.yaml` | validates the spec on every commit |
 
 ## Set up

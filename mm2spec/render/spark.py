@@ -41,9 +41,9 @@ def spark_job_config(state: DesiredState) -> dict:
         for prefix, cluster in (("source.cluster.", source), ("target.cluster.", target)):
             entry.update({prefix + k: v for k, v in client_properties(cluster) if k != "security.protocol"})
         entry.update({
-            "topics": ",".join(p.text for p in flow.topics),
+            "topics": ",".join(flow.topic_selection),
             "topics.exclude": ",".join(flow.topics_exclude_all),
-            "groups": ",".join(p.text for p in flow.groups),
+            "groups": ",".join(flow.group_selection),
             "groups.exclude": ",".join(flow.groups_exclude_all),
             "replication.policy.class": flow.policy_class,
             "replication.policy.separator": flow.separator,

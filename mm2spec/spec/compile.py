@@ -1,8 +1,9 @@
 """Compile a validated DR spec for one environment into ``DesiredState``.
 
 This is where the spec's meaning lives: defaults, the internal topics each flow needs (all with
-replication factor -1), and the ACL bindings of the mirroring principal (seed 000, section 5.7) plus
-those the Connect worker needs for itself (internal topics, group, transactional IDs, idempotence).
+replication factor -1; each flow's probe topic with them), and the ACL bindings of the mirroring
+principal (seed 000, section 5.7; plus each flow's probe topic) plus those the Connect worker needs
+for itself (internal topics, group, transactional IDs, idempotence).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from mm2spec.mm2 import defaults, metric_names, spark_eos
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, engine_facts
-from mm2spec.mm2.policy import SEPARATOR_DEFAULT
+from mm2spec.mm2.policy import PROBE_TOPIC_PARTITIONS, SEPARATOR_DEFAULT
 from mm2spec.spec.document import Node, to_plain
 from mm2spec.spec.model import (
     AclBinding,
@@ -81,6 +82,7 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         driver_memory=spark_spec.get("driverMemory", "1g"),
         source=spark_spec.get("source", defaults.SPARK_SOURCE_DEFAULT),
         metrics_port=(spark_spec.get("metrics") or {}).get("port", metric_names.SPARK_METRICS_PORT_DEFAULT),
+        exporter_port=(spark_spec.get("metrics") or {}).get("exporterPort", metric_names.DR_EXPORTER_PORT_DEFAULT),
     )
     acls = data.get("acls") or {}
     principal = acls.get("principal", "User:mm2")
@@ -194,6 +196,9 @@ def derive_internal_topics(mirrors: tuple[MirrorFlow, ...], connect: ConnectClus
                               f"{flow.name}: consumer group checkpoints"))
         if flow.heartbeats:
             add(InternalTopic(flow.target, "heartbeats", 1, COMPACT, f"{flow.name}: heartbeats"))
+        # The mirror creates the probe's copy on the target, as any mirrored topic's.
+        add(InternalTopic(flow.source, flow.probe_topic, PROBE_TOPIC_PARTITIONS, (),
+                          f"{flow.name}: the drill's probe topic (always mirrored)"))
     return tuple(topics.values())
 
 
@@ -243,6 +248,13 @@ def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster, princi
         if flow.heartbeats:
             allow(t, "TOPIC", "heartbeats", ("CREATE", "DESCRIBE", "WRITE"), f"{flow.name}: emit heartbeats")
             allow(s, "TOPIC", "heartbeats", SOURCE_TOPIC_OPS, f"{flow.name}: mirror heartbeats")
+        if flow.groups:  # the probe group is checkpointed whatever the patterns say
+            allow(s, "GROUP", flow.probe_group, ("DESCRIBE",), f"{flow.name}: read offsets of the probe group")
+            allow(t, "GROUP", flow.probe_group, ("DESCRIBE", "READ"), f"{flow.name}: commit the probe group's offsets")
+        # The probe topic is mirrored whatever the patterns say: the same grants as a literal topic's.
+        allow(s, "TOPIC", flow.probe_topic, SOURCE_TOPIC_OPS, f"{flow.name}: read the probe topic")
+        allow(t, "TOPIC", flow.target_topic(flow.probe_topic), TARGET_TOPIC_OPS,
+              f"{flow.name}: create, write and configure the probe topic's copy")
 
     c = connect.cluster
     for topic in (connect.config_topic, connect.offsets_topic, connect.status_topic):

@@ -158,6 +158,31 @@ class MirrorFlow:
                                      separator=self.separator)
 
     @property
+    def probe_topic(self) -> str:
+        """The flow's probe topic on its source (``mm2spec-probe-<flow>``, ``policy.probe_topic``): the
+        mirror always carries it, the drill writes only there, provisioned with the internal topics."""
+        return policy.probe_topic(self.name)
+
+    @property
+    def topic_selection(self) -> tuple[str, ...]:
+        """The topic patterns the mirror runs with (``topics`` in MM2's and the Spark job's config):
+        the spec's, then the probe topic as a literal pattern."""
+        return selection.with_probe((p.text for p in self.topics), self.probe_topic)
+
+    @property
+    def probe_group(self) -> str:
+        """The flow's probe group (``policy.probe_group``): checkpointed whenever the flow checkpoints groups."""
+        return policy.probe_group(self.name)
+
+    @property
+    def group_selection(self) -> tuple[str, ...]:
+        """The group patterns the mirror runs with (``groups``): the spec's, then the probe group as a
+        literal pattern; none when the spec checkpoints no group."""
+        if not self.groups:
+            return ()
+        return selection.with_probe((p.text for p in self.groups), self.probe_group)
+
+    @property
     def offset_syncs_topic(self) -> str:
         """mm2-offset-syncs.<alias>.internal; the alias is the cluster the topic is *not* on (MM2's rule)."""
         return policy.offset_syncs_topic(self.source, self.target, self.offset_syncs_topic_location, self.separator)
@@ -191,15 +216,14 @@ class MirrorFlow:
 
     def mirrored_topics(self, source_topics: Iterable[str]) -> list[str]:
         """Of ``source_topics``, those the flow mirrors, sorted, as MM2 decides: any ``topics``
-        pattern, no exclude (MM2's defaults included), nothing its replication policy never
+        pattern or the probe topic, no exclude (MM2's defaults included), nothing its replication policy never
         replicates (internal topics, cycles)."""
-        return _selected(source_topics, [p.text for p in self.topics],
-                         self.topics_exclude_all + self.topics_never_mirrored)
+        return _selected(source_topics, self.topic_selection, self.topics_exclude_all + self.topics_never_mirrored)
 
     def mirrored_groups(self, groups: Iterable[str]) -> list[str]:
         """Of ``groups``, the consumer groups the flow checkpoints, sorted, as MM2 decides: any
-        ``groups`` pattern, no exclude (MM2's defaults included)."""
-        return _selected(groups, [p.text for p in self.groups], self.groups_exclude_all)
+        ``groups`` pattern or the probe group, no exclude (MM2's defaults included)."""
+        return _selected(groups, self.group_selection, self.groups_exclude_all)
 
     def connector_name(self, kind: str) -> str:
         """<name>-Mirror<Kind>Connector, e.g. primary-to-dr-MirrorSourceConnector (seed 000)."""
@@ -305,7 +329,7 @@ class ConnectCluster:
     """Port of the Prometheus JMX exporter agent on each worker (``connect.metrics.port``)."""
     exporter_port: int = metric_names.DR_EXPORTER_PORT_DEFAULT
     """Port of mm2spec's DR exporter, the RPO and failover figures for engine connect
-    (``connect.metrics.exporterPort``)."""
+    (``connect.metrics.exporterPort``); engine spark's is ``spark.metrics.exporterPort``."""
     ready_timeout_seconds: int = defaults.CONNECT_READY_TIMEOUT_SECONDS_DEFAULT
     """How long ``pulumi up`` waits for a registered or updated connector and all its tasks to be
     RUNNING (``connect.readyTimeoutSeconds``); 0: it does not wait."""
@@ -375,6 +399,9 @@ class SparkDeployment:
     """The job's Kafka source (``spark.source``): ``mirror`` (mm2spec's: ``tasksMax`` tasks per batch) or ``kafka`` (Spark's)."""
     metrics_port: int = metric_names.SPARK_METRICS_PORT_DEFAULT
     """Port of the driver's Prometheus ``/metrics`` (``spark.metrics.port``)."""
+    exporter_port: int = metric_names.DR_EXPORTER_PORT_DEFAULT
+    """Port of mm2spec's DR exporter for engine spark (``spark.metrics.exporterPort``); engine
+    connect's is ``connect.metrics.exporterPort``."""
 
 
 @dataclass(frozen=True)

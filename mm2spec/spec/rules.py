@@ -11,7 +11,9 @@ import math
 import re
 from typing import Any
 
-from mm2spec.spec.patterns import java_regex_error
+from mm2spec.mm2.policy import SEPARATOR_DEFAULT, TOPIC_NAME_MAX, probe_topic, target_topic
+from mm2spec.mm2.selection import never_replicated
+from mm2spec.spec.patterns import NameSelector, java_regex_error
 from mm2spec.spec.schema import Report, show
 from mm2spec.spec.secrets import holds_secret, inline_secret, is_sensitive_key
 
@@ -22,8 +24,8 @@ def check(data: Any, report: Report) -> None:
     """Report every semantic problem of the plain document ``data``."""
     if not isinstance(data, dict):
         return
-    for rule in (check_metadata, check_clusters, check_mirrors, check_identity_cycles, check_connect, check_spark,
-                 check_secret_values):
+    for rule in (check_metadata, check_clusters, check_mirrors, check_probe_topics, check_identity_cycles, check_connect,
+                 check_spark, check_secret_values):
         rule(data, report)
 
 
@@ -111,6 +113,47 @@ def check_mirrors(data: dict, report: Report) -> None:
         for free_map in ("producerOverrides", "consumerOverrides", "config"):
             _check_inline_secrets(mirror.get(free_map), ["mirrors", i, free_map], report)
         _check_objectives(mirror, ["mirrors", i, "objectives"], report)
+
+
+def check_probe_topics(data: dict, report: Report) -> None:
+    """Each flow's probe topic (``policy.probe_topic``) is one its mirror can carry: no exclude of the
+    spec, no rule of MM2's (internal topics, cycles) matches it, and its copy's name is not too long;
+    no group exclude matches its probe group (``policy.probe_group``, the same name)."""
+    for i, mirror in enumerate(_section(data, "mirrors", list)):
+        if not isinstance(mirror, dict) or not all(isinstance(mirror.get(k), str) for k in ("source", "target")):
+            continue
+        source, target = mirror["source"], mirror["target"]
+        name = mirror.get("name") or f"{source}-to-{target}"
+        separator = mirror.get("separator") if isinstance(mirror.get("separator"), str) else SEPARATOR_DEFAULT
+        identity = mirror.get("replicationPolicy") == "identity"
+        if not isinstance(name, str) or not separator:
+            continue
+        probe = probe_topic(name)
+        where = ["mirrors", i, "name"] if "name" in mirror else ["mirrors", i]
+        blocked = _excluding(mirror, "topicsExclude", probe)
+        if blocked is not None:
+            report(["mirrors", i, "topicsExclude", blocked[0]], f"pattern {show(blocked[1], [])} excludes the flow's "
+                   f"probe topic {probe}, which the mirror always carries (the drill writes there, never into your "
+                   "topics)", "narrow the pattern, or rename the flow")
+        blocked_group = _excluding(mirror, "groupsExclude", probe) if _strings(mirror, "groups") else None
+        if blocked_group is not None:
+            report(["mirrors", i, "groupsExclude", blocked_group[0]], f"pattern {show(blocked_group[1], [])} excludes "
+                   f"the flow's probe group {probe}, which the mirror always checkpoints (the drill's group)",
+                   "narrow the pattern, or rename the flow")
+        never = NameSelector(never_replicated(identity=identity, target_alias=target, separator=separator))
+        if blocked is None and never.matches(probe):
+            report(where, f"MM2 would never mirror the flow's probe topic {probe} (an internal topic's name, or a cycle "
+                          f"through {target} with separator {show(separator, [])})", "rename the flow")
+        remote = target_topic(source, probe, identity=identity, separator=separator)
+        if len(remote) > TOPIC_NAME_MAX:
+            report(where, f"the probe topic's copy {remote[:40]}... is {len(remote)} characters long: Kafka allows "
+                          f"{TOPIC_NAME_MAX}", "give the flow a shorter name")
+
+
+def _excluding(mirror: dict, field: str, name: str) -> tuple[int, str] | None:
+    """(index, pattern) of the first valid pattern of ``mirror[field]`` matching ``name``; None if none."""
+    return next(((j, p) for j, p in _strings(mirror, field) if not java_regex_error(p) and NameSelector([p]).matches(name)),
+                None)
 
 
 def _check_objectives(mirror: dict, path: list, report: Report) -> None:

@@ -76,6 +76,8 @@ class RunningWorker:
     config: Path
     """The properties file it runs (a copy, when overrides were given)."""
     process: JavaProcess
+    metrics_url: str | None = None
+    """With ``metrics=``: the JMX exporter agent's ``http://127.0.0.1:<port>/metrics``."""
 
 
 class ConnectWorkers:
@@ -94,6 +96,7 @@ class ConnectWorkers:
         cluster: BrokerSpec | None = None,
         overrides: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
+        metrics: tuple[int, Path] | None = None,
         timeout: float = 300,
     ) -> RunningWorker:
         """Start (or reuse) a worker running ``config``, with ``overrides`` replacing keys of it.
@@ -102,9 +105,11 @@ class ConnectWorkers:
         ``kafka_pair``'s dr cluster, on a free port. A
         rendered config's ``listeners``/``bootstrap.servers`` name the dev ports, so tests pass
         e.g. ``overrides={"bootstrap.servers": kafka_pair.dr.bootstrap, "listeners": "http://127.0.0.1:0"}``;
-        a port of 0 is replaced by a free one.
+        a port of 0 is replaced by a free one. ``metrics=(port, jmx-exporter.yml)`` starts it with the
+        Prometheus JMX exporter agent on that port (a missing agent jar fails the test in CI).
         """
-        key = (str(config), cluster, tuple(sorted((overrides or {}).items())), tuple(sorted((env or {}).items())))
+        key = (str(config), cluster, tuple(sorted((overrides or {}).items())), tuple(sorted((env or {}).items())),
+               metrics)
         if key in self._running and self._running[key].process.alive():
             return self._running[key]
         if config is None:
@@ -119,7 +124,9 @@ class ConnectWorkers:
         copy.parent.mkdir(parents=True)
         copy.write_text(text)
         try:
-            worker = ConnectWorker(copy, copy.parent, name="connect", env=env)
+            worker = ConnectWorker(copy, copy.parent, name="connect", env=env,
+                                   metrics_port=metrics[0] if metrics else None,
+                                   metrics_rules=metrics[1] if metrics else None)
         except ComponentMissing as exc:
             missing_component(exc)
         proc = worker.start(tie_to_parent=True)
@@ -128,7 +135,8 @@ class ConnectWorkers:
         except BaseException:
             dev_process.stop(proc)
             raise
-        running = RunningWorker(worker.url, copy, proc)
+        running = RunningWorker(worker.url, copy, proc,
+                                metrics_url=f"http://127.0.0.1:{metrics[0]}/metrics" if metrics else None)
         self._running[key] = running
         return running
 

@@ -46,12 +46,13 @@ GROUPS = ["drill-app-0", "drill-app-1"]
 
 
 # Short intervals: the probe topic and groups are picked up within seconds, not MM2's minutes.
-MIRROR = {"offsetLagMax": 10, "emitCheckpointsIntervalSeconds": 1, "syncGroupOffsets": False,
+MIRROR = {"name": "drill-flow", "offsetLagMax": 10, "emitCheckpointsIntervalSeconds": 1, "syncGroupOffsets": False,
           "refreshTopicsIntervalSeconds": 5, "refreshGroupsIntervalSeconds": 5}
 
 
 def _spec(tmp: Path, pair) -> Path:
-    """Flow ``drill-.*`` (topics and groups): the drill names its probes drill-mm2spec-drill-probe."""
+    """Flow ``drill-flow`` of ``drill-.*`` (topics and groups): the drill writes to the flow's probe topic
+    mm2spec-probe-drill-flow (its own, no other test's mirror carries it) with group drill-mm2spec-drill-probe."""
     spark = {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
     spec = {**spec_for(pair, ["drill-.*"], ["drill-.*"], name="it-drill", mirror=MIRROR), "spark": spark}
     (tmp / "drill.dr.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))

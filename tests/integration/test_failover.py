@@ -147,7 +147,7 @@ def test_planned_failover_check_then_exact_then_idempotent(failover_setup, capsy
     assert code == 0, out
     assert {t["module"]: t["status"] for t in _report(out)["tasks"]} == {
         "verify.mirror": "ok", "verify.topics": "ok", "verify.lag": "ok", "verify.loss": "ok",
-        "verify.heartbeats": "skipped", "verify.checkpoints": "ok", "verify.configs": "ok"}
+        "verify.heartbeats": "skipped", "verify.checkpoints": "ok", "verify.configs": "ok", "verify.versions": "ok"}
 
     # --check: reads everything, writes nothing (no group offsets, no state record, mirror alive).
     before = _dr_offsets(pair)

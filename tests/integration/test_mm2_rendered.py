@@ -459,6 +459,10 @@ def test_derived_acls_are_enough_for_mm2_with_exactly_once_and_no_more(
     sent = produce(primary_admin, topic, {0: 5, 1: 8, 2: 3})
     sent_invoices = produce(primary_admin, invoices, {0: 4})
     produce(primary_admin, private, {0: 1})
+    # The flow's probe topic is mirrored whatever the patterns say: its grants must be enough too.
+    flow = state.mirrors[0]
+    admins[SOURCE].create_topic(flow.probe_topic, 1, -1, {})
+    sent_probe = produce(primary_admin, flow.probe_topic, {0: 2})
     commit_offsets(primary_admin, group, topic, {p: len(r) for p, r in sent.items()})
     for alias, admin in admins.items():
         derived = [b for b in state.acl_bindings if b.cluster == alias]
@@ -479,6 +483,8 @@ def test_derived_acls_are_enough_for_mm2_with_exactly_once_and_no_more(
         copy = read_all(dr_admin, topic, {p: len(r) for p, r in sent.items()})
         assert copy.records == sent
         assert read_all(dr_admin, invoices, {0: 4}).records == sent_invoices
+        wait_for_topic(admins[TARGET], flow.target_topic(flow.probe_topic), 1)
+        assert read_all(dr_admin, flow.target_topic(flow.probe_topic), {0: 2}).records == sent_probe
         eventually(lambda: topic_config(admins[TARGET], topic, "retention.ms"), lambda v: v == "3600000",
                    f"retention.ms of {topic} on dr", guard=run.healthy)
         # Transaction markers take offsets on dr: the translated offset is one past the last record.

@@ -56,6 +56,8 @@ def test_plan_lists_creates_then_is_empty_after_apply_and_shows_config_drift(kaf
     dr_admin = KafkaAdmin(load_desired_state(spec, None).cluster("dr"))
     assert syncs in creates or syncs in dr_admin.topics(names=[syncs], with_configs=False)
     assert plan["clusters"][1]["defaultReplicationFactor"] == 1
+    # The version guardrails read the brokers (Kafka 4.3.1: metadata.version 4.3) and pass.
+    assert [c["version"] for c in plan["clusters"]] == ["4.3, metadata.version level 30"] * 2
 
     state, admins = apply_desired(spec)
     code, plan = plan_json(spec, capsys)
@@ -129,6 +131,7 @@ def test_plan_shows_an_edited_connector(kafka_pair, connect_worker, unique_name,
         client.put_connector_config(connector["name"], connector["config"])
     code, plan = plan_json(spec, capsys)
     assert not [c for c in plan["changes"] if c["kind"] == "connector"]
+    assert plan["connectVersion"] == "4.3.1", "the worker's GET /; every version rule passes (code 0 or 2)"
 
     edited = dict(connectors(state)[0]["config"], **{"tasks.max": "3"})
     client.put_connector_config(connectors(state)[0]["name"], edited)

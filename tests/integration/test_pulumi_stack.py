@@ -48,6 +48,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = PROJECT_ROOT / "scripts" / "pulumi"
 PASSWORDS = (ADMIN_PASSWORD, MM2_PASSWORD)
 TARGET_OPS = ["ALTER", "ALTER_CONFIGS", "CREATE", "DESCRIBE", "READ", "WRITE"]
+COMPONENT = "mm2spec:index:DisasterRecovery"
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,8 @@ class Stack:
         done = self.run("preview", "--json")
         ops: dict[str, set[str]] = {}
         for step in json.loads(done.stdout)["steps"]:
-            if step["op"] != "same" and "::pulumi:pulumi:Stack::" not in step["urn"]:
+            # The stack and the DisasterRecovery component hold the resources; they change nothing.
+            if step["op"] != "same" and step["urn"].split("::")[2] not in ("pulumi:pulumi:Stack", COMPONENT):
                 ops.setdefault(step["urn"].split("::")[-1], set()).add(step["op"])
         # A replacement is several steps (create-replacement, replace, delete-replaced): one "replace".
         return {name: "replace" if any("replace" in op for op in found) else found.pop() for name, found in ops.items()}
@@ -108,6 +110,7 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
     principal = f"User:it-{run_id}"
     orders, payments, outside, adopted = (f"{n}-{run_id}" for n in ("orders", "payments", "outside", "adopted"))
     group = f"billing-{run_id}"
+    probe = f"mm2spec-probe-{src}-to-{dst}"
     primary, dr = admin_for(secure_kafka_pair.primary, src), admin_for(secure_kafka_pair.dr, dst)
     primary.create_topic(orders, 3, -1, {"retention.ms": "3600000"})
     primary.create_topic(payments, 2, -1, {})
@@ -174,6 +177,9 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
         f"{dst}/{principal}/TOPIC/LITERAL/mm2-offset-syncs.{src}.internal",
         f"{dst}/{principal}/GROUP/LITERAL/it-connect-{run_id}",
         *(f"{dst}/{principal}/TOPIC/LITERAL/__it-connect-{run_id}-{k}" for k in ("configs", "offsets", "status")),
+        # the flow's probe topic (mirrored whatever the patterns), its copy (identity) and their grants
+        f"{src}/{probe}", f"{dst}/{probe}", f"{src}/{principal}/TOPIC/LITERAL/{probe}",
+        f"{dst}/{principal}/TOPIC/LITERAL/{probe}",
     }
     assert steps == {name: "create" for name in expected}, sorted(steps.items())
     assert orders not in dr.topics(with_configs=False), "preview must not create anything"
@@ -228,6 +234,9 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
         f"{dst}/{principal}/TOPIC/LITERAL/{src}.checkpoints.internal": "create",
         f"{src}/{principal}/GROUP/LITERAL/{group}": "create",
         f"{dst}/{principal}/GROUP/LITERAL/{group}": "create",
+        # a flow that checkpoints groups checkpoints its probe group too
+        f"{src}/{principal}/GROUP/LITERAL/{probe}": "create",
+        f"{dst}/{principal}/GROUP/LITERAL/{probe}": "create",
         "spark-mirror": "update",
     }, sorted(steps.items())
     stack.run("up", "--yes")

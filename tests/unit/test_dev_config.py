@@ -198,3 +198,30 @@ def test_a_connect_worker_answering_with_an_error_is_not_ready_yet(monkeypatch: 
 
     monkeypatch.setattr(connect, "_get_json", answer)
     assert connect.connect_ready("http://127.0.0.1:1") is False
+
+
+def test_a_worker_asked_for_metrics_starts_with_the_jmx_exporter_agent_and_the_rendered_rules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mm2spec.dev import connect, process
+
+    monkeypatch.setattr(process, "java_and_libs", lambda found=None: ("java", tmp_path))
+    config = tmp_path / "worker.properties"
+    config.write_text("listeners=http://127.0.0.1:18083\n")
+    cache = Components(cache=tmp_path, pinned=versions())
+    with pytest.raises(DevError, match=r"jmx-exporter\.yml for engine connect"):
+        connect.ConnectWorker(config, tmp_path, found=cache, metrics_port=19404)
+    rules = tmp_path / "jmx-exporter.yml"
+    rules.write_text("rules: []\n")
+    with pytest.raises(ComponentMissing, match=r"JMX exporter agent is not installed.*install-jmx-exporter\.sh"):
+        connect.ConnectWorker(config, tmp_path, found=cache, metrics_port=19404, metrics_rules=rules)
+    jar = tmp_path / "jmx-exporter" / "jmx_prometheus_javaagent.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"PK")
+    started: dict = {}
+    monkeypatch.setattr(process, "check_ports_free", lambda ports: started.update(checked=set(ports)))
+    monkeypatch.setattr(process, "start", lambda name, command, **kw: started.update(command=command, **kw))
+    connect.ConnectWorker(config, tmp_path, found=cache, metrics_port=19404, metrics_rules=rules).start()
+    assert started["command"][1] == f"-javaagent:{jar}=127.0.0.1:19404:{rules}"
+    assert started["checked"] == set(started["ports"]) == {18083, 19404}
+    assert not any("javaagent" in part for part in process.java_command("java", tmp_path, "Main", [], log4j=rules,
+                                                                       heap="1g"))

@@ -70,7 +70,10 @@ def test_desired_resources_follow_the_live_source():
     }, ("orders-service", "billing-eu", "other"))
     resources = desired_resources(state, {"primary": source})
     mirrors = {t.name: t for t in resources.topics if t.kind == "mirror"}
-    assert sorted(mirrors) == ["invoices-2026", "orders", "payments"]
+    # the flow's probe topic is not on the source yet: provisioned with the internal topics, its
+    # copy is desired in the same run (identity policy: the same name)
+    assert sorted(mirrors) == ["invoices-2026", "mm2spec-probe-primary-to-dr", "orders", "payments"]
+    assert (mirrors["mm2spec-probe-primary-to-dr"].partitions, mirrors["mm2spec-probe-primary-to-dr"].cluster) == (3, "dr")
     assert mirrors["orders"].partitions == 6 and mirrors["orders"].cluster == "dr"
     # cluster-specific configs are not synced, as in MM2's DefaultConfigPropertyFilter
     assert dict(mirrors["orders"].configs) == {"retention.ms": "86400000"}
@@ -110,7 +113,9 @@ def test_what_mm2_never_replicates_is_neither_mirrored_nor_granted(tmp_path):
     source = SourceSnapshot("primary", {n: live(n) for n in names})
     assert state.mirrors[0].mirrored_topics(source.topics) == ["orders"]
     resources = desired_resources(state, {"primary": source})
-    assert sorted(t.name for t in resources.topics if t.kind == "mirror") == ["primary.orders"]
+    # and the flow's probe topic's copy, which every flow mirrors
+    assert sorted(t.name for t in resources.topics if t.kind == "mirror") == [
+        "primary.mm2spec-probe-primary-to-dr", "primary.orders"]
     granted = {b.resource_name for b in resources.acls if b.resource_type == "TOPIC" and b.cluster == "primary"}
     assert "orders" in granted and not granted & {"dr.orders", ".hidden", "primary.checkpoints.internal"}
 
@@ -131,4 +136,4 @@ def test_mm2s_internal_topics_are_found_by_the_flows_separator(tmp_path):
     resources = desired_resources(load_desired_state(path, "prod"),
                                   {"primary": SourceSnapshot("primary", {n: live(n) for n in names})})
     assert sorted(t.name for t in resources.topics if t.kind == "mirror") == [
-        "primary_orders", "primary_primary.checkpoints.internal"]
+        "primary_mm2spec-probe-primary-to-dr", "primary_orders", "primary_primary.checkpoints.internal"]

@@ -30,9 +30,11 @@ def _example():
 def test_probe_names_follow_the_flows_patterns():
     plan = plan_drill(_example(), Options(), DrillSettings())
     assert (plan.source, plan.target) == ("primary", "dr")
-    assert plan.topics == {"primary-to-dr": ("invoices-mm2spec-drill-probe",)}
-    assert plan.groups == {"billing-mm2spec-drill-probe": ("invoices-mm2spec-drill-probe",)}
-    assert plan.names_on("dr") == {"invoices-mm2spec-drill-probe": "invoices-mm2spec-drill-probe"}
+    assert plan.topics == {"primary-to-dr": ("mm2spec-probe-primary-to-dr",)}
+    assert plan.groups == {"mm2spec-probe-primary-to-dr": ("mm2spec-probe-primary-to-dr",)}
+    assert plan.names_on("dr") == {"mm2spec-probe-primary-to-dr": "mm2spec-probe-primary-to-dr"}
+    given = plan_drill(_example(), Options(), DrillSettings(probe_topics=("invoices-drill",)))
+    assert given.topics == {"primary-to-dr": ("invoices-drill",)}, "--probe-topic still overrides"
 
 
 @pytest.mark.parametrize("settings, says", [
@@ -49,14 +51,16 @@ def test_probe_names_the_flow_cannot_mirror_are_refused(settings, says):
     assert says in str(refused.value)
 
 
-def test_a_flow_of_literal_topics_only_asks_for_a_probe_topic(tmp_path):
+@pytest.mark.parametrize("policy, on_dr", [("identity", "mm2spec-probe-primary-to-dr"),
+                                            ("default", "primary.mm2spec-probe-primary-to-dr")])
+def test_a_flow_of_literal_topics_drills_on_its_own_probe_topic(tmp_path, policy, on_dr):
     spec = yaml.safe_load(EXAMPLE.read_text())
-    spec["mirrors"][0]["topics"] = ["orders", "payments"]
+    spec["mirrors"][0].update(topics=["ledger-entries"], replicationPolicy=policy)
     path = tmp_path / "literal.dr.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(OperationRefused, match=r"no probe topic name follows from its topics \(orders, payments\).*"
-                                               r"--probe-topic NAME"):
-        plan_drill(load_desired_state(path, "dev"), Options(), DrillSettings())
+    plan = plan_drill(load_desired_state(path, "dev"), Options(), DrillSettings())
+    assert plan.topics == {"primary-to-dr": ("mm2spec-probe-primary-to-dr",)}, "never the application's topic"
+    assert plan.names_on("dr") == {"mm2spec-probe-primary-to-dr": on_dr}
 
 
 def test_flows_between_different_clusters_are_refused(tmp_path):
@@ -97,9 +101,9 @@ def test_verify_leaves_the_probe_groups_out_and_the_switches_take_them_in():
     plan = plan_drill(state, Options(limit_groups="billing-.*"), DrillSettings())
     drill = Drill(state, Options(limit_groups="billing-.*"), DrillSettings(), plan)
     verify, switch = drill._options(exclude_probe_groups=True).limit_groups, drill._options().limit_groups
-    assert re.fullmatch(verify, "billing-eu") and not re.fullmatch(verify, "billing-mm2spec-drill-probe")
+    assert re.fullmatch(verify, "billing-eu") and not re.fullmatch(verify, "mm2spec-probe-primary-to-dr")
     assert not re.fullmatch(verify, "orders-service"), "the user's --limit still applies"
-    assert re.fullmatch(switch, "billing-mm2spec-drill-probe") and re.fullmatch(switch, "billing-eu")
+    assert re.fullmatch(switch, "mm2spec-probe-primary-to-dr") and re.fullmatch(switch, "billing-eu")
 
 
 class Partition:

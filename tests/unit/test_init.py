@@ -51,7 +51,8 @@ def test_pulumi_project_stacks_and_program_use_the_installed_package(tmp_path, c
         assert stack == {"config": {"payments-dr:spec": "payments-dr.dr.yaml", "payments-dr:environment": env}}
     program = (repo / "__main__.py").read_text()
     imports = [node for node in ast.walk(ast.parse(program)) if isinstance(node, (ast.Import, ast.ImportFrom))]
-    assert [(node.module, [a.name for a in node.names]) for node in imports] == [("mm2spec.provision.program", ["main"])]
+    found = [(getattr(node, "module", None), [a.name for a in node.names]) for node in imports]
+    assert found == [(None, ["pulumi"]), ("mm2spec.pulumi", ["DisasterRecovery"])]  # the component, installed
     assert "sys.path" not in program and "/work" not in program
     assert (repo / "requirements.txt").read_text().splitlines()[-1] == f"mm2spec[pulumi]=={__version__}"
     hook = yaml.safe_load((repo / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"][0]

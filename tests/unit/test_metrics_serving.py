@@ -312,6 +312,7 @@ def test_verify_serve_on_a_port_in_use_is_an_error_naming_it_without_a_traceback
     assert main(["verify", str(EXAMPLE), "--env", "dev", "--serve", str(busy_port)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: verify --serve {busy_port}: the port is already in use") and "Traceback" not in err
+    assert "the spec's spark.metrics.exporterPort is the one its scrape config names, 9406" in err
     assert main(["verify", str(EXAMPLE), "--env", "dev", "--serve", "9406", "--refresh", "0"]) == 1
     assert "--refresh 0: the seconds between collections must be above 0" in capsys.readouterr().err
 

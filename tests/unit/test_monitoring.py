@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import yaml
 from mm2spec.mm2.metric_names import METRICS, NAMES
 from mm2spec.ops.modules.verify import _rpo_bound
 from mm2spec.render import render_files
-from mm2spec.render.monitoring import DASHBOARD, JMX_EXPORTER_CONFIG, RULES, SCRAPE_CONFIG, panel_queries
+from mm2spec.render.monitoring import (DASHBOARD, JMX_EXPORTER_CONFIG, RULES, SCRAPE_CONFIG, WORKER_ENV,
+                                       dr_exporter_port, dr_exporter_port_field, panel_queries)
 from mm2spec.spec.load import load_desired_state
 from mm2spec.spec.model import Objectives
 
@@ -92,14 +94,26 @@ def test_the_jmx_exporter_maps_every_mbean_metric_of_the_table_once():
     assert by_name["kafka_connect_mirror_source_connector_record_age_ms"]["pattern"].endswith("><>record-age-ms:")
     status = by_name["kafka_connect_connector_task_status"]
     assert status["value"] == 1 and status["labels"] == {"connector": "$1", "task": "$2", "status": "$3"}
-    assert {rule["type"] for rule in config["rules"]} == {"GAUGE"}
+    # the exporter keeps _total only on a COUNTER's name, and adds it to every COUNTER's
+    assert {rule["name"] for rule in config["rules"] if rule["type"] == "COUNTER"} == {
+        "kafka_connect_worker_rebalance_completed_rebalances_total",
+        "kafka_connect_source_task_source_record_poll_total", "kafka_connect_source_task_source_record_write_total"}
+    assert {rule["type"] for rule in config["rules"]} == {"GAUGE", "COUNTER"}
+    # Kafka 4's MirrorSourceMetrics MBean names the source cluster before the target
+    record_count = by_name["kafka_connect_mirror_source_connector_record_count"]
+    assert record_count["pattern"].startswith("kafka.connect.mirror<type=MirrorSourceConnector, source=(.+), target=")
+    assert record_count["labels"] == {"source": "$1", "target": "$2", "topic": "$3", "partition": "$4"}
 
 
-def test_engine_spark_scrapes_the_driver_and_engine_connect_the_workers_and_the_dr_exporter():
+def test_engine_spark_scrapes_the_driver_and_engine_connect_the_workers_and_both_the_dr_exporter():
     spark = yaml.safe_load(files_of(EXAMPLE, "dev")[SCRAPE_CONFIG])
-    assert [job["static_configs"][0]["targets"] for job in spark["scrape_configs"]] == [["localhost:9405"]]
-    assert spark["scrape_configs"][0]["static_configs"][0]["labels"] == {"spec": "payments-dr", "env": "dev"}
-    assert JMX_EXPORTER_CONFIG not in files_of(EXAMPLE, "dev")
+    assert [job["job_name"] for job in spark["scrape_configs"]] == ["mm2spec-payments-dr-spark",
+                                                                  "mm2spec-payments-dr-dr-exporter"]
+    assert [job["static_configs"][0]["targets"] for job in spark["scrape_configs"]] == [["localhost:9405"],
+                                                                                      ["localhost:9406"]]
+    for job in spark["scrape_configs"]:
+        assert job["static_configs"][0]["labels"] == {"spec": "payments-dr", "env": "dev"}
+    assert JMX_EXPORTER_CONFIG not in files_of(EXAMPLE, "dev") and WORKER_ENV not in files_of(EXAMPLE, "dev")
     connect = yaml.safe_load(files_of(CONNECT, None)[SCRAPE_CONFIG])
     assert [job["job_name"] for job in connect["scrape_configs"]] == ["mm2spec-a-to-b-connect",
                                                                     "mm2spec-a-to-b-dr-exporter"]
@@ -114,6 +128,29 @@ def test_metrics_ports_come_from_the_spec(tmp_path):
     assert (state.connect.metrics_port, state.connect.exporter_port) == (7071, 7072)
     jobs = yaml.safe_load(render_files(state)[SCRAPE_CONFIG])["scrape_configs"]
     assert [job["static_configs"][0]["targets"] for job in jobs] == [["worker-1.dr:7071"], ["localhost:7072"]]
+
+
+def test_engine_sparks_dr_exporter_port_is_spark_metrics_exporter_port(tmp_path):
+    spec = tmp_path / "ports.yaml"
+    spec.write_text(EXAMPLE.read_text().replace("  executors: {instances: 3, cores: 2, memory: 4g}\n",
+                    "  executors: {instances: 3, cores: 2, memory: 4g}\n  metrics: {port: 7081, exporterPort: 7082}\n"))
+    state = load_desired_state(spec, "dev")
+    assert (state.spark.metrics_port, state.spark.exporter_port) == (7081, 7082)
+    assert (dr_exporter_port(state), dr_exporter_port_field(state)) == (7082, "spark.metrics.exporterPort")
+    jobs = yaml.safe_load(render_files(state)[SCRAPE_CONFIG])["scrape_configs"]
+    assert [job["static_configs"][0]["targets"] for job in jobs] == [["localhost:7081"], ["localhost:7082"]]
+
+
+def test_engine_connects_worker_env_starts_the_jmx_exporter_agent_on_the_metrics_port(tmp_path):
+    spec = tmp_path / "ports.yaml"
+    spec.write_text(CONNECT.read_text().replace("\nconnect:\n", "\nconnect:\n  metrics: {port: 7071}\n"))
+    text = render_files(load_desired_state(spec, None))[WORKER_ENV]
+    script = text + 'printf %s "$KAFKA_OPTS"'
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                         env={"JMX_EXPORTER_JAR": "/opt/agent.jar", "MM2SPEC_RENDERED": "/etc/dr", "KAFKA_OPTS": "-Xms1g"})
+    assert run.stdout == "-Xms1g -javaagent:/opt/agent.jar=7071:/etc/dr/jmx-exporter.yml", run.stderr
+    unset = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={})
+    assert unset.returncode != 0 and "set JMX_EXPORTER_JAR to jmx_prometheus_javaagent" in unset.stderr
 
 
 def test_objectives_compile_per_environment_and_become_recording_rules(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from mm2spec.spec.compile import compile_spec
 from mm2spec.spec.document import parse
+from mm2spec.live.kafka import BrokerVersion
 from mm2spec.live.types import LiveTopic
 from mm2spec.spec.model import AclBinding
 from mm2spec.engines.connect import ConnectEngine
@@ -31,12 +32,15 @@ def NO_FAILOVER(_state):
     return {}
 
 
+KAFKA_4_3 = BrokerVersion((4, 3), "4.3, metadata.version level 30")
+
+
 class FakeAdmin:
     """Answers like KafkaAdmin from in-memory topics, groups and ACLs."""
 
-    def __init__(self, topics=None, groups=(), acls=(), authorizer=True, default_rf=3):
+    def __init__(self, topics=None, groups=(), acls=(), authorizer=True, default_rf=3, version=KAFKA_4_3):
         self._topics, self._groups, self._acls = dict(topics or {}), list(groups), set(acls)
-        self._authorizer, self._rf = authorizer, default_rf
+        self._authorizer, self._rf, self._version = authorizer, default_rf, version
         self.calls: list[str] = []
         self.config_reads: list[list[str]] = []
 
@@ -65,6 +69,9 @@ class FakeAdmin:
 
     def default_replication_factor(self):
         return self._rf
+
+    def broker_version(self):
+        return self._version
 
 
 class FakeConnect:
@@ -104,7 +111,7 @@ def scenario():
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="mm2" password="leaked-pw";')
     admins = {"primary": primary, "dr": dr}
     plan = build_plan(state, lambda alias: admins[alias], deployment=ConnectEngine(state, client=FakeConnect(live)).plan_changes,
-                      failover_states=NO_FAILOVER)
+                      failover_states=NO_FAILOVER, worker_version=lambda: "4.3.1")
     return plan, admins
 
 
@@ -125,13 +132,15 @@ def test_plan_finds_every_kind_of_change(plan):
     connector = by_name[("connect", "connector", "primary-to-dr-MirrorSourceConnector")]
     assert connector.action == "update"
     assert {f.field for f in connector.changes} == {"tasks.max", "source.cluster.sasl.jaas.config"}
-    assert plan.summary() == {"create": 3, "update": 2, "replace": 0, "delete": 1, "refused": 1}
+    assert by_name[("primary", "topic", "mm2spec-probe-primary-to-dr")].action == "create"
+    assert plan.summary() == {"create": 4, "update": 2, "replace": 0, "delete": 1, "refused": 1}
 
 
 def test_admin_calls_are_batched_not_per_topic():
     _, admins = scenario()
-    # one metadata listing for the source snapshot and one for the desired topics; never per topic
-    assert admins["dr"].calls.count("topics") == 1 and admins["primary"].calls.count("topics") == 1
+    # one metadata listing for the source snapshot and one for the desired topics (the source holds
+    # the flow's probe topic); never per topic
+    assert admins["dr"].calls.count("topics") == 1 and admins["primary"].calls.count("topics") == 2
     assert admins["dr"].calls.count("acls") == 1
 
 

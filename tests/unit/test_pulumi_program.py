@@ -90,7 +90,9 @@ def test_prod_declares_internal_and_mirrored_topics_with_rf_minus_one(prod):
     assert sorted(topics) == sorted([
         "dr/__connect-mirrormaker-primary-to-dr-configs", "dr/__connect-mirrormaker-primary-to-dr-offsets",
         "dr/__connect-mirrormaker-primary-to-dr-status", "dr/mm2-offset-syncs.primary.internal",
-        "dr/primary.checkpoints.internal", "dr/orders", "dr/payments", "dr/invoices-2024"])
+        "dr/primary.checkpoints.internal", "dr/orders", "dr/payments", "dr/invoices-2024",
+        # the flow's probe topic on its source, and its copy (identity policy)
+        "primary/mm2spec-probe-primary-to-dr", "dr/mm2spec-probe-primary-to-dr"])
     assert all(t.typ == "pulumi-python:dynamic/kafka:Topic" for t in topics.values())
     assert all(t.inputs["options"]["replicationFactor"] == -1 for t in topics.values())
     for name, partitions in (("configs", 1), ("offsets", 25), ("status", 5)):
@@ -155,7 +157,7 @@ def test_a_regex_gives_one_acl_resource_for_all_the_names_it_matches_today(tmp_p
     assert target["resources"] == {"primary.audit": TARGET_OPS, "primary.payments": TARGET_OPS}
     assert acls["dr/User:mm2/TOPIC/LITERAL/primary.orders"]["resources"] == {"primary.orders": TARGET_OPS}
     assert sorted(t for t in declared.topics if "primary." in t and "internal" not in t) == [
-        "dr/primary.audit", "dr/primary.orders", "dr/primary.payments"]
+        "dr/primary.audit", "dr/primary.mm2spec-probe-primary-to-dr", "dr/primary.orders", "dr/primary.payments"]
     assert covered(acls) == {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation)
                              for b in declared.resources.acls}
 

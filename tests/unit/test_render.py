@@ -86,8 +86,11 @@ def test_seed000_examples_appear_key_by_key(monkeypatch):
     placeholders = {
         "<SOURCE_BOOTSTRAP_SERVERS>": state.cluster("A").bootstrap,
         "<TARGET_BOOTSTRAP_SERVERS>": state.cluster("B").bootstrap,
-        "<TOPICS>": "orders,payments",
-        "<GROUPS>": "orders-service",
+        # Seed 000's topics and groups plus one documented addition: the flow's probe topic and
+        # group, which every flow mirrors and checkpoints (mm2spec.mm2.policy.probe_topic; the
+        # drill writes and consumes only there).
+        "<TOPICS>": "orders,payments,mm2spec-probe-A-to-B",
+        "<GROUPS>": "orders-service,mm2spec-probe-A-to-B",
     }
     worker = parse_properties(files["connect-distributed.properties"])
     seed_worker = parse_properties((SEED / "connect-distributed.properties").read_text())

@@ -1,8 +1,9 @@
 """A DR drill on the live setup: verify -> failover -> probe the groups on DR -> failback -> probe
 them on the source -> verify, under synthetic load, measured every second.
 
-The load goes to probe topics only (created by the drill, mirrored by the flows: the names are
-checked against the flows' patterns before anything is written), from a rate-limited producer
+The load goes to probe topics only (each flow's own, ``mm2spec-probe-<flow>``, which its mirror
+always carries, provisioned with the internal topics and created by the drill if absent; names
+given instead are checked against the flows' patterns before anything is written), from a rate-limited producer
 that writes to whichever cluster is active, and probe consumer groups that consume and commit
 there. A switch is planned, as an operator runs it: the groups stop, the writes pause (every
 record sent acknowledged), the playbook runs, the drill counts the records the new active cluster
@@ -36,9 +37,6 @@ from mm2spec.ops.playbooks.runner import Listener, run
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
 DRILL_FORMAT_VERSION = 1
-PROBE_SUFFIX = "mm2spec-drill-probe"
-"""Default probe topic and group names: a prefix the flow mirrors (``invoices-.*`` gives
-``invoices-mm2spec-drill-probe``), or this alone when the flow mirrors everything."""
 SAMPLE_S = 1.0
 """How often the throughput and the lag are sampled."""
 POLL_S = 1.0
@@ -61,9 +59,9 @@ class DrillSettings:
     duration: float = 20.0
     """Seconds of load on each side: before the failover, between failover and failback, after it."""
     probe_topics: tuple[str, ...] = ()
-    """Empty: one per flow, named from its topic patterns (``PROBE_SUFFIX``)."""
+    """Empty: each flow's own probe topic (``MirrorFlow.probe_topic``, ``mm2spec-probe-<flow>``)."""
     probe_groups: tuple[str, ...] = ()
-    """Empty: one per flow that checkpoints groups, named from its group patterns."""
+    """Empty: each flow's own probe group (``MirrorFlow.probe_group``), for flows that checkpoint groups."""
     probe_partitions: int = 3
     settle_timeout: float = 300.0
     """Longest wait for the probe topics to be mirrored (the mirror's topic refresh) and, at the
@@ -95,15 +93,6 @@ class DrillPlan:
         return names
 
 
-def _default_name(patterns) -> str | None:
-    for pattern in patterns:
-        if pattern.kind == "prefix":
-            return f"{pattern.value}{PROBE_SUFFIX}"
-        if pattern.kind == "literal" and pattern.value == "*":
-            return PROBE_SUFFIX
-    return None
-
-
 def plan_drill(state: DesiredState, options: Options, settings: DrillSettings) -> DrillPlan:
     """Check the drill can run on these flows and name its probe topics and groups (offline)."""
     flows = Context(state, options).flows
@@ -121,16 +110,13 @@ def plan_drill(state: DesiredState, options: Options, settings: DrillSettings) -
 
 def _probe_names(flow: MirrorFlow, kind: str, given: tuple[str, ...]) -> tuple[str, ...]:
     """The probe ``kind`` ("topic" or "group") names for a flow: those given that it mirrors (or
-    checkpoints), or one named from its patterns; refused, naming the option, when none fits."""
+    checkpoints), else its own probe topic or group, which it always does; refused, naming the
+    option, when none of those given fits."""
     topics = kind == "topic"
     patterns, select = (flow.topics, flow.mirrored_topics) if topics else (flow.groups, flow.mirrored_groups)
     verb, shown = ("mirror" if topics else "checkpoint"), ", ".join(p.text for p in patterns)
     if not given:
-        name = _default_name(patterns)
-        if name is None:
-            raise OperationRefused(f"flow {flow.name}: no probe {kind} name follows from its {kind}s ({shown}); the "
-                                   f"drill uses only probe {kind}s the flow {verb}s: pick one with --probe-{kind} NAME")
-        given = (name,)
+        return (flow.probe_topic if topics else flow.probe_group,)
     chosen = tuple(select(list(given)))
     if not chosen:
         raise OperationRefused(f"flow {flow.name} does not {verb} the probe {kind} {', '.join(given)} (its {kind}s: "

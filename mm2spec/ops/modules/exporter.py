@@ -37,6 +37,7 @@ from mm2spec.mm2.metric_names import CONTENT_TYPE, exposition, metric
 from mm2spec.ops.modules.topology import checkpoints, groups, partitions
 from mm2spec.ops.modules.verify import unmirrored
 from mm2spec.ops.playbooks.context import Context
+from mm2spec.render.monitoring import dr_exporter_port, dr_exporter_port_field
 from mm2spec.spec.model import MirrorFlow
 
 REFRESH_SECONDS_DEFAULT = 30.0
@@ -189,7 +190,8 @@ class DrExporter:
             if exc.errno == errno.EADDRINUSE:
                 raise OperationRefused(f"verify --serve {self.port}: the port is already in use on this host: stop "
                                        "what listens on it or pick another port (the spec's "
-                                       "connect.metrics.exporterPort is the one its scrape config names)") from None
+                                       f"{dr_exporter_port_field(self.ctx.spec)} is the one its scrape config names, "
+                                       f"{dr_exporter_port(self.ctx.spec)})") from None
             raise OperationRefused(f"verify --serve {self.port}: cannot listen: {exc.strerror or exc}") from None
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from mm2spec.errors import Mm2specError
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.mm2.selection import config_synced
+from mm2spec.plan.build import version_findings
 from mm2spec.ops.playbooks.context import Context, failure_text
 from mm2spec.ops.modules.loss import UNRECORDED, find_losses, losses_noted, summary
 from mm2spec.ops.modules.mirror import behind, running
@@ -277,6 +278,24 @@ def failed_over(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
     return outcomes
 
 
+def versions(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
+    """The brokers' and the Connect worker's versions against what the spec needs
+    (``mm2spec.mm2.versions``, the rules ``plan`` applies): a refusing rule fails, a warning is ok
+    and says so."""
+    aliases = sorted({alias for flow in ctx.flows for alias in (flow.source, flow.target)})
+    brokers = {alias: ctx.admin(alias).broker_version() for alias in aliases}
+    worker = ctx.engine.worker_version()
+    url = ctx.options.connect_url or ctx.spec.connect.rest_url
+    findings, notes = version_findings(ctx.spec, brokers, worker, url)
+    outcomes = [Outcome("failed" if f.refuses else "ok", f.scope, ("" if f.refuses else "warning: ") + f.message())
+                for f in findings]
+    seen = ", ".join([f"{alias} Kafka {v.shown}" for alias, v in brokers.items()]
+                     + ([f"Connect {worker}"] if worker else []))
+    if not any(f.refuses for f in findings):
+        outcomes.append(Outcome("ok", "local", f"versions: {seen}" + "".join(f"; {note}" for note in notes)))
+    return outcomes
+
+
 def _check(fn):
     """Turn an error reading a cluster into this check's failure, so the other checks still run."""
     def run(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
@@ -298,6 +317,8 @@ MODULES = [
     Module("verify.heartbeats", "Heartbeats on DR are fresh (when enabled).", _check(heartbeats)),
     Module("verify.checkpoints", "Every group has fresh checkpoints for every partition it committed.", _check(checkpointed)),
     Module("verify.configs", "Topic configs on DR match the source (minus those MM2 never syncs).", _check(configs)),
+    Module("verify.versions", "The brokers' and the Connect worker's versions have what the spec uses.",
+           _check(versions)),
     Module("verify.failover", "After a failover: recorded, mirror stopped, groups at their translated offsets.",
            _check(failed_over), needs=("offsets.translate",), sections=(LOSS_SECTION,)),
 ]
