@@ -51,6 +51,7 @@ import mirror_throughput as mt  # noqa: E402 - the engines, as the 6-partition b
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 
 ENGINES = ("spark", "spark-kafka", "mm2")
+#: Also runnable (--engines): spark-rt, the mirror source in Spark's Real-time Mode (spark.mode: realtime).
 TOPIC_PREFIX = "wide-"
 KAFKA_CALL_TIMEOUT_S = 120.0
 #: Topics per CreateTopics request (the broker refuses too many partitions in one).
@@ -425,7 +426,8 @@ def main() -> int:
         if name.startswith("spark"):
             spark_set = {"source": "kafka" if name == "spark-kafka" else "mirror", **args.spark_set}
             flow_set = {"tasks.max": str(args.tasks), **args.flow_set}
-            return mt.SparkEngine("spark-alo", workdir / "runs", args.heap, args.master, None, spark_set, flow_set)
+            return mt.SparkEngine("spark-rt" if name == "spark-rt" else "spark-alo", workdir / "runs", args.heap,
+                                  args.master, None, spark_set, flow_set)
         return mt.Mm2Engine("mm2", workdir / "runs", args.heap, state.dr, tasks_max=args.tasks)
 
     runs: list[WideRun] = []

@@ -18,6 +18,7 @@ Beside them, mm2spec's own rules of the same kind, and what mm2spec and the Spar
 - ``spark_checkpoint``: the start-offsets file a failback leaves beside a checkpoint
 - ``versions``: the one table of version rules (what a spec needs of the brokers' and the Connect
   worker's versions: refused, or warned where it only works worse)
+- ``spark_modes``: what each Spark run mode (micro-batch, Real-time) needs of a config
 - ``metric_names``: the one table of Prometheus metric names (MM2's where MM2 has one, ``mm2spec_*``
   for the DR figures) that the JMX exporter rules, the Spark job, alerts and dashboard share
 

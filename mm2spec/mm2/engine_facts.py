@@ -28,10 +28,13 @@ class EngineFacts:
     """MM2's connectors on Kafka Connect workers move the data: MM2's figures are the workers' MBeans,
     read by the Prometheus JMX exporter agent there, and the DR figures come from mm2spec's DR
     exporter. Otherwise the engine's own process serves both on its ``/metrics``."""
+    runs_spark_job: bool = False
+    """Its flows run in the Spark job the spec's ``spark`` section configures, so that section's run
+    mode rules (``spark_modes``) apply to the spec."""
 
 
 ENGINE_FACTS = {facts.name: facts for facts in (
-    EngineFacts("spark", writer_names_on_target=True),
+    EngineFacts("spark", writer_names_on_target=True, runs_spark_job=True),
     EngineFacts("connect", writer_names_on_target=False, runs_on_connect_workers=True),
 )}
 """Every engine mm2spec runs, by name (the spec schema's ``engine`` enum)."""

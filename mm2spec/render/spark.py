@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mm2spec.mm2 import spark_modes
 from mm2spec.render.properties import client_properties, kafka_bool
 from mm2spec.spec.model import DesiredState
 
@@ -18,7 +19,10 @@ def spark_job_config(state: DesiredState) -> dict:
         "driver.memory": spark.driver_memory,
         "source": spark.source,
         "metrics.port": spark.metrics_port,
+        "mode": spark.mode,
     }
+    if spark.mode == spark_modes.REALTIME:
+        spark_conf["realtime.batch.duration"] = spark.realtime_batch_duration
     optional = {"max.offsets.per.trigger": spark.max_offsets_per_trigger,
                 "executor.instances": spark.executor_instances,
                 "executor.cores": spark.executor_cores,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mm2spec.mm2 import defaults, metric_names, spark_eos
+from mm2spec.mm2 import defaults, metric_names, spark_eos, spark_modes
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, engine_facts
 from mm2spec.mm2.policy import PROBE_TOPIC_PARTITIONS, SEPARATOR_DEFAULT
 from mm2spec.spec.document import Node, to_plain
@@ -72,7 +72,9 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
     spark = SparkDeployment(
         master=spark_spec.get("master", "local[*]"),
         trigger_interval=spark_spec.get("triggerInterval", defaults.SPARK_TRIGGER_INTERVAL_DEFAULT),
-        max_offsets_per_trigger=spark_spec.get("maxOffsetsPerTrigger", defaults.SPARK_MAX_OFFSETS_PER_TRIGGER_DEFAULT),
+        max_offsets_per_trigger=spark_spec.get(
+            "maxOffsetsPerTrigger",
+            None if spark_spec.get("mode") == spark_modes.REALTIME else defaults.SPARK_MAX_OFFSETS_PER_TRIGGER_DEFAULT),
         checkpoint_location=spark_spec.get("checkpointLocation") or f"./.mm2spec/checkpoints/{name}",
         executor_instances=executors.get("instances"),
         executor_cores=executors.get("cores"),
@@ -83,6 +85,8 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
         source=spark_spec.get("source", defaults.SPARK_SOURCE_DEFAULT),
         metrics_port=(spark_spec.get("metrics") or {}).get("port", metric_names.SPARK_METRICS_PORT_DEFAULT),
         exporter_port=(spark_spec.get("metrics") or {}).get("exporterPort", metric_names.DR_EXPORTER_PORT_DEFAULT),
+        mode=spark_spec.get("mode", defaults.SPARK_MODE_DEFAULT),
+        realtime_batch_duration=spark_spec.get("realTimeBatchDuration", defaults.SPARK_REALTIME_BATCH_DURATION_DEFAULT),
     )
     acls = data.get("acls") or {}
     principal = acls.get("principal", "User:mm2")

@@ -402,6 +402,10 @@ class SparkDeployment:
     exporter_port: int = metric_names.DR_EXPORTER_PORT_DEFAULT
     """Port of mm2spec's DR exporter for engine spark (``spark.metrics.exporterPort``); engine
     connect's is ``connect.metrics.exporterPort``."""
+    mode: str = defaults.SPARK_MODE_DEFAULT
+    """``microbatch`` or ``realtime`` (``spark.mode``; what each needs: ``mm2.spark_modes``)."""
+    realtime_batch_duration: str = defaults.SPARK_REALTIME_BATCH_DURATION_DEFAULT
+    """Real-time Mode: how long one batch runs (``spark.realTimeBatchDuration``)."""
 
 
 @dataclass(frozen=True)

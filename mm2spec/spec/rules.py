@@ -14,6 +14,8 @@ from typing import Any
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT, TOPIC_NAME_MAX, probe_topic, target_topic
 from mm2spec.mm2.selection import never_replicated
 from mm2spec.spec.patterns import NameSelector, java_regex_error
+from mm2spec.mm2 import defaults, spark_modes
+from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, ENGINE_FACTS
 from mm2spec.spec.schema import Report, show
 from mm2spec.spec.secrets import holds_secret, inline_secret, is_sensitive_key
 
@@ -208,6 +210,53 @@ def check_spark(data: dict, report: Report) -> None:
     _check_inline_secrets(spark.get("config"), ["spark", "config"], report)
     if isinstance(spark.get("master"), str) and spark["master"].startswith("k8s://"):
         _check_kubernetes(spark, report)
+    facts = ENGINE_FACTS.get(data.get("engine", DEFAULT_ENGINE))
+    if facts is not None and facts.runs_spark_job:
+        _check_spark_mode(data, spark, report)
+
+
+def _check_spark_mode(data: dict, spark: dict, report: Report) -> None:
+    """What ``spark.mode`` needs (``mm2.spark_modes``), each problem at the field to change."""
+    mode = spark.get("mode", defaults.SPARK_MODE_DEFAULT)
+    mirrors = [m for m in (data.get("mirrors") or []) if isinstance(m, dict)]
+    flows = []
+    for mirror in mirrors:
+        tasks = mirror.get("tasksMax", 1)
+        flows.append((str(mirror.get("name") or f"{mirror.get('source')}-to-{mirror.get('target')}"),
+                      tasks if isinstance(tasks, int) and tasks >= 1 else 1))
+    master = spark.get("master", "local[*]")
+    slots = spark_modes.local_slots(master) if isinstance(master, str) else None
+    executors = spark.get("executors") or {}
+    if slots is None and isinstance(executors, dict):
+        instances, cores = executors.get("instances"), executors.get("cores")
+        if isinstance(instances, int) and isinstance(cores, int):
+            slots = instances * cores
+    max_offsets = spark.get("maxOffsetsPerTrigger")
+    problems = spark_modes.mode_problems(
+        mode, source=spark.get("source", defaults.SPARK_SOURCE_DEFAULT),
+        max_offsets_per_trigger=max_offsets if isinstance(max_offsets, int) else None,
+        batch_duration=str(spark.get("realTimeBatchDuration", defaults.SPARK_REALTIME_BATCH_DURATION_DEFAULT)),
+        flows=flows, slots=slots)
+    for problem in problems:
+        if problem.where == "slots":
+            where = ["spark", "master"] if spark_modes.local_slots(str(master)) is not None else ["spark", "executors"]
+        elif problem.where == "batchDuration":
+            where = ["spark", "realTimeBatchDuration"]
+        else:
+            where = ["spark", problem.where]
+        report(where if _has(data, where) else ["spark", "mode"], problem.message)
+
+
+def _has(data: Any, path: list) -> bool:
+    """Whether the document has a value at ``path``."""
+    for key in path:
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        else:
+            return False
+    return True
 
 
 def _check_kubernetes(spark: dict, report: Report) -> None:

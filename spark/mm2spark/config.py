@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mm2spec.errors import JobConfigError
-from mm2spec.mm2 import defaults
+from mm2spec.mm2 import defaults, spark_modes
 from mm2spec.mm2.policy import (DEFAULT_POLICY, IDENTITY_POLICY, REPLICATION_POLICY_DEFAULT, SEPARATOR_DEFAULT,
                                 policy_kind)
 from mm2spec.mm2.selection import (GROUPS_EXCLUDE_DEFAULT, GROUPS_INCLUDE_DEFAULT, TOPICS_EXCLUDE_DEFAULT,
@@ -154,6 +154,10 @@ class SparkSettings:
     """The Kafka source: ``mirror`` (mm2spec's, ``tasks.max`` tasks a batch) or ``kafka`` (Spark's)."""
     metrics_port: int | None = None
     """Port of the driver's Prometheus ``/metrics`` (``metrics.port``; 0: any free one); None: not served."""
+    mode: str = defaults.SPARK_MODE_DEFAULT
+    """``microbatch`` or ``realtime`` (Spark's Real-time Mode; rules in ``mm2spec.mm2.spark_modes``)."""
+    realtime_batch_duration: str = defaults.SPARK_REALTIME_BATCH_DURATION_DEFAULT
+    """Real-time Mode: how long one batch runs before its offsets are committed."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,21 @@ def _port(value: Any) -> int | None:
     if not 0 <= port <= 65535:
         raise JobConfigError(f"spark.metrics.port must be a port number (1-65535), got {value!r}")
     return port
+def _mode(value: Any) -> str:
+    if value not in defaults.SPARK_MODES:
+        raise JobConfigError(f"spark.mode must be one of {', '.join(defaults.SPARK_MODES)}, got {value!r}")
+    return str(value)
+
+
+def check_mode(job: JobConfig, slots: int | None) -> None:
+    """The job can run in its mode with ``slots`` task slots (None: unknown); JobConfigError otherwise."""
+    spark = job.spark
+    problems = spark_modes.mode_problems(
+        spark.mode, source=spark.source, max_offsets_per_trigger=spark.max_offsets_per_trigger,
+        batch_duration=spark.realtime_batch_duration,
+        flows=[(f.name, f.tasks_max) for f in job.flows], slots=slots)
+    if problems:
+        raise JobConfigError("; ".join(p.message for p in problems))
 
 
 def _cluster(flow: Mapping[str, Any], role: str, environ: Mapping[str, str]) -> ClusterConnection:
@@ -296,10 +315,15 @@ def parse_job_config(data: Mapping[str, Any], environ: Mapping[str, str] | None 
         raise JobConfigError(f"apiVersion must be mm2spec/v1, got {data.get('apiVersion')!r}")
     spark = data.get("spark") or {}
     max_offsets = spark.get("max.offsets.per.trigger")
+    mode = _mode(spark.get("mode", defaults.SPARK_MODE_DEFAULT))
+    if max_offsets in (None, "") and mode == spark_modes.REALTIME:
+        max_offsets_default = None  # a Real-time batch has no record cap
+    else:
+        max_offsets_default = MAX_OFFSETS_PER_TRIGGER_DEFAULT
     settings = SparkSettings(
         master=str(spark.get("master", "local[2]")),
         trigger_interval=str(spark.get("trigger.interval", TRIGGER_INTERVAL_DEFAULT)),
-        max_offsets_per_trigger=int(max_offsets) if max_offsets not in (None, "") else MAX_OFFSETS_PER_TRIGGER_DEFAULT,
+        max_offsets_per_trigger=int(max_offsets) if max_offsets not in (None, "") else max_offsets_default,
         checkpoint_location=str(spark.get("checkpoint.location") or f"./.mm2spec/checkpoints/{data.get('name', 'mirror')}"),
         executor_instances=spark.get("executor.instances"),
         executor_cores=spark.get("executor.cores"),
@@ -308,10 +332,14 @@ def parse_job_config(data: Mapping[str, Any], environ: Mapping[str, str] | None 
         conf=tuple(sorted((str(k), str(v)) for k, v in (spark.get("conf") or {}).items())),
         source=_source(spark.get("source", defaults.SPARK_SOURCE_DEFAULT)),
         metrics_port=_port(spark.get("metrics.port")),
+        mode=mode,
+        realtime_batch_duration=str(spark.get("realtime.batch.duration", defaults.SPARK_REALTIME_BATCH_DURATION_DEFAULT)),
     )
     flows = tuple(parse_flow(f, environ) for f in data.get("flows") or [])
     if not flows:
         raise JobConfigError("the job config has no flows")
+    check_mode_offline = JobConfig(name="", environment=None, spark=settings, flows=flows)
+    check_mode(check_mode_offline, spark_modes.local_slots(settings.master))
     names = [f.name for f in flows]
     if len(set(names)) != len(names):
         raise JobConfigError(f"flow names must be unique, got {names}")
@@ -329,12 +357,7 @@ def load_job_config(path: str | Path, environ: Mapping[str, str] | None = None) 
 
 def trigger_seconds(interval: str) -> float:
     """Spark's trigger interval text ("1 second", "500 milliseconds", "2 minutes") in seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", interval.lower())
-    if not match:
-        raise JobConfigError(f"trigger.interval: cannot read {interval!r}")
-    number, unit = float(match.group(1)), match.group(2)
-    scale = {"": 1, "s": 1, "sec": 1, "second": 1, "seconds": 1, "ms": 0.001, "millisecond": 0.001,
-             "milliseconds": 0.001, "m": 60, "min": 60, "minute": 60, "minutes": 60}
-    if unit not in scale:
-        raise JobConfigError(f"trigger.interval: unknown unit {unit!r}")
-    return number * scale[unit]
+    seconds = spark_modes.duration_seconds(interval)
+    if seconds is None:
+        raise JobConfigError(f"trigger.interval: cannot read {interval!r} (e.g. '1 second', '500 milliseconds')")
+    return seconds

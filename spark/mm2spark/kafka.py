@@ -6,6 +6,7 @@ failure is raised as mm2spec's ``ClusterUnreachable`` or ``KafkaOperationFailed`
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Iterable
 
@@ -271,3 +272,41 @@ def load_offset_syncs(conn: ClusterConnection, topic: str) -> list[OffsetSync]:
         except (ValueError, IndexError, Exception):  # noqa: BLE001 - a foreign record must not stop the mirror
             log.warning("skipping an unreadable record in %s", topic)
     return syncs
+
+
+class SyncTail(threading.Thread):
+    """Reads the offset syncs other writers append to ``topic`` as they are written (Real-time Mode:
+    the executors' tasks write them, mm2spec.spark.SyncWriter) and hands each poll's syncs to
+    ``on_syncs``: the driver's store, which the checkpoints translate with. Starts at the topic's
+    end: what was there before was read at start (``load_offset_syncs``)."""
+
+    def __init__(self, conn: ClusterConnection, topic: str, on_syncs):
+        super().__init__(name=f"mm2spark-sync-tail-{topic}", daemon=True)
+        self._on_syncs = on_syncs
+        self._stop = threading.Event()
+        self._consumer = Consumer({**conn.librdkafka(), "group.id": "mm2spark-reader", "enable.auto.commit": False,
+                                   "isolation.level": "read_committed", "client.id": f"mm2spark-sync-tail-{conn.alias}"})
+        _low, high = retry_call(lambda: self._consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT),
+                                unknown_topic_ok=True)
+        self._consumer.assign([TopicPartition(topic, 0, high)])
+        self.topic = topic
+
+    def run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                syncs = []
+                for msg in self._consumer.consume(num_messages=10000, timeout=0.5):
+                    if msg.error() or msg.key() is None or msg.value() is None:
+                        continue
+                    try:
+                        syncs.append(OffsetSync.from_record(msg.key(), msg.value()))
+                    except Exception:  # noqa: BLE001 - a foreign record must not stop the mirror
+                        log.warning("skipping an unreadable record in %s", self.topic)
+                if syncs:
+                    self._on_syncs(syncs)
+        finally:
+            self._consumer.close()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.join(timeout)

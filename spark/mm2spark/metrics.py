@@ -47,11 +47,19 @@ class TopicBatch:
     bytes: int = 0
     timestamp_min: int | None = None
     timestamp_sum: int = 0
+    latency_sum_ms: int = 0
+    latency_max_ms: int | None = None
+    """Measured by the writer at each acknowledgement (MM2's replication-latency-ms); None when the
+    writer did not measure it, and the figure is then taken at the batch's end."""
 
-    def add(self, records: int, nbytes: int, ts_min: int | None, ts_sum: int) -> None:
+    def add(self, records: int, nbytes: int, ts_min: int | None, ts_sum: int,
+            latency_sum_ms: int = 0, latency_max_ms: int | None = None) -> None:
         self.records += records
         self.bytes += nbytes
         self.timestamp_sum += ts_sum
+        self.latency_sum_ms += latency_sum_ms
+        if latency_max_ms is not None:
+            self.latency_max_ms = max(self.latency_max_ms or 0, latency_max_ms)
         if ts_min is not None:
             self.timestamp_min = ts_min if self.timestamp_min is None else min(self.timestamp_min, ts_min)
 
@@ -130,8 +138,9 @@ class MirrorMetrics:
             return self.flows.setdefault(name, FlowFigures())
 
     def record_batch(self, report: BatchReport, now: float | None = None) -> None:
-        """A written batch: per-topic counts, rates and replication latency (now minus the
-        records' source timestamps, as MM2's replication-latency-ms), syncs and replays."""
+        """A written batch: per-topic counts, rates and replication latency (acknowledgement time
+        minus the records' source timestamps, as MM2's replication-latency-ms: measured by the
+        writer, or now at the batch's end when it did not), syncs and replays."""
         now = time.time() if now is None else now
         with self._lock:
             figures = self.flows.setdefault(report.flow, FlowFigures())
@@ -145,7 +154,10 @@ class MirrorMetrics:
                 t.records += batch.records
                 t.bytes += batch.bytes
                 self._window.setdefault((report.flow, topic), deque()).append((now, batch.records, batch.bytes))
-                if batch.timestamp_min is not None:
+                if batch.latency_max_ms is not None:
+                    t.replication_latency_ms_max = float(batch.latency_max_ms)
+                    t.replication_latency_ms_avg = batch.latency_sum_ms / batch.records
+                elif batch.timestamp_min is not None:
                     t.replication_latency_ms_max = max(0.0, now * 1000 - batch.timestamp_min)
                     t.replication_latency_ms_avg = max(0.0, now * 1000 - batch.timestamp_sum / batch.records)
             self._refresh_rates(report.flow, now)
@@ -281,6 +293,9 @@ class MirrorProgressListener(StreamingQueryListener):
         pass  # nothing new to report; the control loop keeps the status file fresh
 
     def onQueryTerminated(self, event) -> None:
-        if event.exception:
+        if event.exception and self.metrics.state == "stopping":
+            # The job's stop interrupted the query mid-call: not a failure.
+            log.info("a mirroring query stopped: %s", event.exception.splitlines()[0])
+        elif event.exception:
             log.error("a mirroring query stopped with an error: %s", event.exception.splitlines()[0])
         self.metrics.write_status()

@@ -31,14 +31,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mm2spark import kafka
-from mm2spark.config import JobConfig, MirrorFlowConfig, trigger_seconds
+from mm2spark.config import JobConfig, JobConfigError, MirrorFlowConfig, check_mode, trigger_seconds
 from mm2spark.groups import GroupOffsetMirror, GroupOffsetThread
 from mm2spark.metrics import BatchReport, MirrorMetrics, MirrorProgressListener, TopicBatch
 from mm2spark.offsets import OffsetSyncEmitter, OffsetSyncStore
 from mm2spark.prometheus import MetricsEndpoint, partition_batches
 from mm2spark.topics import ReplicationPolicy, offset_syncs_topic, subscribe_pattern, topic_filter
-from mm2spark.writer import BatchWritten, FlowWriter, check_writer
+from mm2spark.writer import BatchWritten, FlowWriter, RealTimeResults, check_writer
 from mm2spec.errors import ComponentMissing
+from mm2spec.mm2 import spark_modes
 from mm2spec.mm2.spark_checkpoint import start_offsets_file
 
 log = logging.getLogger("mm2spark.pipeline")
@@ -71,6 +72,10 @@ STOP_FLUSH_TIMEOUT_S = 15.0
 STOP_STACKS_AFTER_S = 20.0
 #: Spark's startingOffsets value for "the partition's beginning".
 EARLIEST = -2
+#: The columns the JVM writers read, in their order (mm2spec.spark.MirrorWriter.COLUMNS).
+WRITER_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+#: Real-time Mode, at a stop: how long the running batch may take to end and commit its offsets.
+REALTIME_END_TIMEOUT_S = 10.0
 
 
 def _local_path(location: str) -> Path | None:
@@ -174,9 +179,16 @@ class FlowPipeline:
         self.topics = topic_filter(flow)
         self.group_thread: GroupOffsetThread | None = None
         self.group_mirror = GroupOffsetMirror(flow, self.store)
-        self.writer = FlowWriter(spark, job.name, flow)
+        self.realtime = job.spark.mode == spark_modes.REALTIME
+        self.writer = FlowWriter(spark, job.name, flow, self.realtime)
         self.written_topics: set[str] = set()
         """Target topics the writer has written since the job started (the rest are new to it)."""
+        self.realtime_results: RealTimeResults | None = None
+        self.sync_tail: kafka.SyncTail | None = None
+        self.admitted: dict[str, int] = {}
+        """Real-time Mode: source topics (and partition counts) whose targets exist, told to the source."""
+        self.next_topic_scan = 0.0
+        self.batches = 0
         metrics.flow(flow.name).delivery = "exactly-once" if flow.exactly_once else "at-least-once"
 
     # ------------------------------------------------------------------ setup
@@ -204,6 +216,8 @@ class FlowPipeline:
                       .option("failOnDataLoss", "false"))
         reader = (reader.option("subscribePattern", subscribe_pattern(self.flow))
                   .option("startingOffsets", self.starting_offsets()))
+        if self.realtime:
+            reader = reader.option("realTimeKey", self.query_name)
         consumer = {**self.flow.source.java_properties(), **SOURCE_CONSUMER_DEFAULTS}
         if self.flow.exactly_once:
             consumer["isolation.level"] = "read_committed"
@@ -231,15 +245,80 @@ class FlowPipeline:
         return json.dumps(start)
 
     def start(self) -> None:
+        if self.realtime:
+            self.start_realtime()
+        else:
+            self.start_microbatch()
+        if self.group_thread is None and self.flow.emit_checkpoints and self.flow.groups:
+            self.group_thread = GroupOffsetThread(self.group_mirror)
+            self.group_thread.start()
+
+    def start_realtime(self) -> None:
+        """The flow's query in Spark's Real-time Mode: the target topics of every partition it mirrors
+        exist first (admitted to the source), then each task writes its slice's records as they come."""
+        from pyspark.sql.streaming import StreamingQuery
+
+        jvm = self.spark.sparkContext._jvm
+        jvm.mm2spec.spark.source.RealTime.forget(self.query_name)
+        self.admitted = {}
+        self.admit_topics()
+        if self.sync_tail is None:
+            # The tasks write the offset syncs; the checkpoints translate with what they wrote.
+            self.sync_tail = kafka.SyncTail(self.syncs_cluster, self.syncs_topic, self.store.add_all)
+            self.sync_tail.start()
+        jwriter = self.writer.realtime(self.spark, self.query_name)
+        self.realtime_results = RealTimeResults(jwriter)
+        trigger = jvm.org.apache.spark.sql.streaming.Trigger.RealTime(self.job.spark.realtime_batch_duration)
+        jquery = (self.source_frame().select(*WRITER_COLUMNS)._jdf.writeStream()
+                  .queryName(self.query_name)
+                  .option("checkpointLocation", self.checkpoint)
+                  .outputMode("update")
+                  .trigger(trigger)
+                  .foreach(jwriter)
+                  .start())
+        self.query = StreamingQuery(jquery)
+
+    def admit_topics(self) -> None:
+        """Real-time Mode: creates the targets of source topics and partitions not admitted yet and
+        admits them to the source (MM2's refresh.topics); a running batch that does not read them
+        ends at once, so the next one does."""
+        counts = {t: n for t, n in kafka.partition_counts(self.source_admin).items() if self.topics(t)}
+        new = {t: n for t, n in counts.items() if self.admitted.get(t, 0) < n}
+        self.next_topic_scan = time.monotonic() + self.flow.refresh_topics_interval_s
+        if not new:
+            return
+        self.ensure_targets({(t, p) for t, n in new.items() for p in range(n)})
+        realtime = self.spark.sparkContext._jvm.mm2spec.spark.source.RealTime
+        realtime.admit(self.query_name, json.dumps(new))
+        if self.admitted:
+            realtime.cut(self.query_name)
+        log.info("flow=%s admitted %d topic(s) to the Real-time source", self.flow.name, len(new))
+        self.admitted.update(new)
+
+    def tick(self) -> None:
+        """The control loop's turn (about once a second): Real-time Mode's results and topic scan."""
+        if not self.realtime or self.query is None:
+            return
+        self.take_realtime_results()
+        if time.monotonic() >= self.next_topic_scan and self.query.isActive:
+            self.admit_topics()
+
+    def take_realtime_results(self) -> None:
+        """Offset syncs and figures for what the ended Real-time tasks wrote."""
+        if self.realtime_results is None:
+            return
+        written = self.realtime_results.take()
+        if written.partitions or written.tasks:
+            self.batches += 1
+            self.after_write(written, self.batches, {})
+
+    def start_microbatch(self) -> None:
         self.query = (self.source_frame().writeStream
                       .queryName(self.query_name)
                       .option("checkpointLocation", self.checkpoint)
                       .trigger(processingTime=self.job.spark.trigger_interval)
                       .foreachBatch(self.process_batch)
                       .start())
-        if self.group_thread is None and self.flow.emit_checkpoints and self.flow.groups:
-            self.group_thread = GroupOffsetThread(self.group_mirror)
-            self.group_thread.start()
 
     def stop(self) -> None:
         """Stop the query, then the checkpoints thread, then flush the queued offset syncs; each
@@ -248,8 +327,16 @@ class FlowPipeline:
         began = time.monotonic()
         self.stopping = True
         if self.query is not None and self.query.isActive:
+            if self.realtime:
+                self.end_realtime_batch()
+                steps.append(f"batch end {time.monotonic() - began:.1f} s")
             self.query.stop()
+        if self.realtime:
+            self.take_realtime_results()
+            self.spark.sparkContext._jvm.mm2spec.spark.source.RealTime.forget(self.query_name)
         steps.append(f"query {time.monotonic() - began:.1f} s")
+        if self.sync_tail is not None:
+            self.sync_tail.stop()
         if self.group_thread is not None:
             began = time.monotonic()
             self.group_thread.stop()
@@ -259,6 +346,20 @@ class FlowPipeline:
         left = self.syncs_producer.flush(STOP_FLUSH_TIMEOUT_S)
         steps.append(f"offset syncs {time.monotonic() - began:.1f} s" + (f" ({left} not sent)" if left else ""))
         log.info("flow=%s stopped: %s", self.flow.name, ", ".join(steps))
+
+    def end_realtime_batch(self) -> None:
+        """Real-time Mode, before a stop: ends the running batch so its offsets are committed (a stop
+        mid-batch would replay it all at the next start) and waits, bounded, for the commit."""
+        realtime = self.spark.sparkContext._jvm.mm2spec.spark.source.RealTime
+        before = _batch_id(self.query.lastProgress)
+        realtime.endBatches(self.query_name, True)
+        deadline = time.monotonic() + REALTIME_END_TIMEOUT_S
+        while time.monotonic() < deadline and self.query.isActive:
+            if _batch_id(self.query.lastProgress) > before:
+                return
+            time.sleep(0.05)
+        log.warning("flow=%s: the Real-time batch did not end within %.0f s; it runs again at the next start",
+                    self.flow.name, REALTIME_END_TIMEOUT_S)
 
     # ------------------------------------------------------------------ per batch
 
@@ -323,16 +424,29 @@ class FlowPipeline:
         written = self.writer.write(batch_df, targets - self.written_topics)
         self.written_topics |= targets
         wrote = time.monotonic()
-        syncs = self.emitter.on_batch(written.runs)
-        if syncs:
-            self.queue_offset_syncs(syncs)
+        self.after_write(written, batch_id, {"ranges+topics": round((prepared - began) * 1000),
+                                             "write": round((wrote - prepared) * 1000)})
+
+    def after_write(self, written: BatchWritten, batch_id: int, timings: dict[str, int]) -> None:
+        """The offset syncs and figures of what the writer wrote (a micro-batch, or ended Real-time tasks)."""
+        began = time.monotonic()
+        if self.realtime:
+            # The Real-time tasks wrote their offset syncs themselves (mm2spec.spark.SyncWriter).
+            sync_count = sum(int(t.get("offsetSyncs") or 0) for t in written.tasks)
+            for task in written.tasks:
+                if task.get("offsetSyncErrors"):
+                    self.sync_failed(f"{task['offsetSyncErrors']} not written: {task.get('offsetSyncError')}")
+        else:
+            syncs = self.emitter.on_batch(written.runs)
+            sync_count = len(syncs)
+            if syncs:
+                self.queue_offset_syncs(syncs)
         self.metrics.flow(self.flow.name).last_batch_ms = {
-            "ranges+topics": round((prepared - began) * 1000), "write": round((wrote - prepared) * 1000),
-            "offsetSyncs": round((time.monotonic() - wrote) * 1000),
+            **timings, "offsetSyncs": round((time.monotonic() - began) * 1000),
             "tasksMax": max((t["writeMs"] for t in written.tasks), default=0)}
         self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
         self.metrics.flow(self.flow.name).groups_synced = self.group_mirror.counters.groups_synced
-        self.metrics.record_batch(BatchReport(self.flow.name, batch_id, topic_batches(written), len(syncs),
+        self.metrics.record_batch(BatchReport(self.flow.name, batch_id, topic_batches(written), sync_count,
                                               written.skipped, producer_profile(written)))
         if self.endpoint is not None:
             self.endpoint.partitions.record(self.flow.target_alias, partition_batches(written, self.target_topic),
@@ -352,11 +466,20 @@ class FlowPipeline:
         self.metrics.error(self.flow.name, f"writing offset syncs to {self.syncs_topic}: {message}")
 
 
+def _batch_id(progress) -> int:
+    """The batch id of a query's last progress (-1 before the first)."""
+    if progress is None:
+        return -1
+    value = progress["batchId"] if isinstance(progress, dict) else getattr(progress, "batchId", -1)
+    return int(value) if value is not None else -1
+
+
 def topic_batches(written: BatchWritten) -> dict[str, TopicBatch]:
     """The writer's per-partition results summed per source topic (the per-topic figures)."""
     topics: dict[str, TopicBatch] = {}
     for p in written.partitions:
-        topics.setdefault(p.topic, TopicBatch()).add(p.records, p.bytes, p.timestamp_min, p.timestamp_sum)
+        topics.setdefault(p.topic, TopicBatch()).add(p.records, p.bytes, p.timestamp_min, p.timestamp_sum,
+                                                     p.latency_sum_ms, p.latency_max_ms)
     return topics
 
 
@@ -414,6 +537,10 @@ def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
     }
     master = job.spark.master
     conf["spark.master"] = master
+    if job.spark.mode == spark_modes.REALTIME:
+        # Spark's own floor (5 s by default) gives way to the spec's validated duration.
+        seconds = spark_modes.duration_seconds(job.spark.realtime_batch_duration) or 0
+        conf["spark.sql.streaming.realTimeMode.minBatchDuration"] = f"{int(seconds * 1000)}ms"
     if job.spark.driver_memory:
         # Read when pyspark launches the driver JVM (spark-submit), so local mode honours it too.
         conf["spark.driver.memory"] = str(job.spark.driver_memory)
@@ -450,7 +577,8 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     spark = build_session(job, jars)
     try:
         check_writer(spark, jars)
-    except ComponentMissing:
+        check_mode(job, spark.sparkContext.defaultParallelism)
+    except (ComponentMissing, JobConfigError):
         spark.stop()
         if endpoint is not None:
             endpoint.stop()
@@ -479,6 +607,7 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     try:
         while not stop.wait(min(1.0, trigger_seconds(job.spark.trigger_interval))):
             for p in pipelines:
+                p.tick()
                 p.metrics.flow(p.flow.name).checkpoints_written = p.group_mirror.counters.checkpoints_written
                 if p.query is not None and not p.query.isActive:
                     error = p.query.exception()

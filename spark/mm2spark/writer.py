@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from mm2spark.config import MirrorFlowConfig
 from mm2spark.eos import EosWriterSettings
 from mm2spark.offsets import Run
+from mm2spark.topics import offset_syncs_topic
 from mm2spec.errors import ComponentMissing
 from mm2spec.mm2 import policy as mm2_policy
 
@@ -69,6 +70,9 @@ class PartitionWritten:
     """Smallest source timestamp (ms) of the records written, for the latency figure."""
     timestamp_sum: int
     runs: list[Run]
+    latency_sum_ms: int = 0
+    latency_max_ms: int | None = None
+    """Replication latency measured at each acknowledgement (summed; the largest)."""
 
 
 @dataclass
@@ -97,13 +101,15 @@ class BatchWritten:
             topic, partition = item["topic"], item["partition"]
             out.partitions.append(PartitionWritten(
                 topic, partition, item["records"], item["bytes"], item["skipped"], item["timestampMin"],
-                item["timestampSum"], [Run(topic, partition, u, d, n) for u, d, n in item["runs"]]))
+                item["timestampSum"], [Run(topic, partition, u, d, n) for u, d, n in item["runs"]],
+                item.get("latencySumMs", 0), item.get("latencyMaxMs")))
         return out
 
 
-def writer_settings(job_name: str, flow: MirrorFlowConfig) -> dict[str, str]:
+def writer_settings(job_name: str, flow: MirrorFlowConfig, realtime: bool = False) -> dict[str, str]:
     """The flat settings of ``mm2spec.spark.WriterSettings`` (they hold the target's credentials:
-    passed to the JVM in memory only, never logged)."""
+    passed to the JVM in memory only, never logged). ``realtime``: the Real-time writer writes the
+    offset syncs itself, so it also gets their topic, its cluster and offset.lag.max."""
     # The policy's name for a topic is the prefix plus the source name (identity: no prefix).
     prefix = mm2_policy.target_topic(flow.source_alias, "", identity=flow.identity, separator=flow.replication_policy_separator)
     settings = {"mode": "at-least-once", "target.prefix": prefix}
@@ -113,22 +119,46 @@ def writer_settings(job_name: str, flow: MirrorFlowConfig) -> dict[str, str]:
     settings.update({f"producer.{k}": str(v) for k, v in producer.items()})
     if flow.exactly_once:
         settings.update(EosWriterSettings(job_name, flow.name, flow.producer_overrides).writer_settings())
+    if realtime:
+        role, topic = offset_syncs_topic(flow)
+        syncs_cluster = flow.target if role == "target" else flow.source
+        settings.update({"syncs.topic": topic, "offset.lag.max": str(flow.offset_lag_max)})
+        settings.update({f"syncs.connection.{k}": v for k, v in syncs_cluster.java_properties().items()})
     return settings
 
 
 class FlowWriter:
     """Writes one flow's micro-batches through the JVM writer."""
 
-    def __init__(self, spark, job_name: str, flow: MirrorFlowConfig):
+    def __init__(self, spark, job_name: str, flow: MirrorFlowConfig, realtime: bool = False):
         self._writer = spark.sparkContext._jvm.mm2spec.spark.MirrorWriter
         # A Java map made once: a dict is converted entry by entry (a gateway call each) on every call.
         self._settings = spark.sparkContext._jvm.java.util.HashMap()
-        for key, value in writer_settings(job_name, flow).items():
+        for key, value in writer_settings(job_name, flow, realtime).items():
             self._settings.put(key, value)
+
+    def realtime(self, spark, query_name: str):
+        """The JVM ``RealTimeWriter`` for a Real-time query (``foreach``): its tasks write as the rows
+        arrive and leave their result lines in an accumulator, :meth:`RealTimeResults.take` reads them."""
+        jvm = spark.sparkContext._jvm
+        return jvm.mm2spec.spark.RealTimeWriter.create(spark.sparkContext._jsc.sc(), self._settings, query_name)
 
     def write(self, batch_df, new_topics: Iterable[str] = ()) -> BatchWritten:
         """Writes the batch; the JVM returns every JSON line in one string (one gateway call).
         ``new_topics``: target topics the writers have not written since the job started, whose
         metadata each task's producer learns in bulk first (one round trip per new topic otherwise)."""
         out = self._writer.write(batch_df._jdf, self._settings, "\n".join(sorted(new_topics)))
+        return BatchWritten.parse(line for line in out.split("\n") if line)
+
+
+class RealTimeResults:
+    """What a Real-time query's tasks wrote, taken from the writer's accumulator on the driver as the
+    tasks end (each at its batch's end): the same lines as a micro-batch's, so the same offset syncs
+    and figures follow."""
+
+    def __init__(self, jwriter):
+        self._results = jwriter.results()
+
+    def take(self) -> BatchWritten:
+        out = self._results.drain()
         return BatchWritten.parse(line for line in out.split("\n") if line)

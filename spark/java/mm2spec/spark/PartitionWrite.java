@@ -29,6 +29,10 @@ final class PartitionWrite {
 
     private final List<long[]> runs = new ArrayList<>();
     private long acknowledged;
+    /** Replication latency of the acknowledged records: acknowledgement time minus record timestamp
+     *  (MM2's replication-latency-ms), summed and its maximum. */
+    private long latencySumMs;
+    private long latencyMaxMs = -1;
     private Exception failure;
 
     PartitionWrite(String topic, int partition, String targetTopic) {
@@ -44,10 +48,10 @@ final class PartitionWrite {
         timestampSum += timestampMs;
         timestampMin = Math.min(timestampMin, timestampMs);
         lastUpstream = upstreamOffset;
-        return (RecordMetadata metadata, Exception exception) -> acknowledge(upstreamOffset, metadata, exception);
+        return (RecordMetadata metadata, Exception exception) -> acknowledge(upstreamOffset, timestampMs, metadata, exception);
     }
 
-    private synchronized void acknowledge(long upstream, RecordMetadata metadata, Exception exception) {
+    private synchronized void acknowledge(long upstream, long timestampMs, RecordMetadata metadata, Exception exception) {
         if (exception != null) {
             if (failure == null) {
                 failure = exception;
@@ -55,6 +59,9 @@ final class PartitionWrite {
             return;
         }
         acknowledged++;
+        long latency = Math.max(0, System.currentTimeMillis() - timestampMs);
+        latencySumMs += latency;
+        latencyMaxMs = Math.max(latencyMaxMs, latency);
         long downstream = metadata.offset();
         long[] last = runs.isEmpty() ? null : runs.get(runs.size() - 1);
         if (last != null && last[0] + last[2] == upstream && last[1] + last[2] == downstream) {
@@ -62,6 +69,14 @@ final class PartitionWrite {
         } else {
             runs.add(new long[] {upstream, downstream, 1});
         }
+    }
+
+    /** The runs acknowledged since the last call, in order (Real-time Mode: its offset syncs are
+     *  written as it goes, {@link SyncWriter}); the JSON line then holds only later runs. */
+    synchronized List<long[]> takeRuns() {
+        List<long[]> taken = new ArrayList<>(runs);
+        runs.clear();
+        return taken;
     }
 
     /** A replayed exactly-once batch wrote nothing: report where the committed end landed. */
@@ -94,6 +109,8 @@ final class PartitionWrite {
            .append(",\"skipped\":").append(skipped)
            .append(",\"timestampMin\":").append(records > 0 ? Long.toString(timestampMin) : "null")
            .append(",\"timestampSum\":").append(timestampSum)
+           .append(",\"latencySumMs\":").append(latencySumMs)
+           .append(",\"latencyMaxMs\":").append(latencyMaxMs >= 0 ? Long.toString(latencyMaxMs) : "null")
            .append(",\"runs\":[");
         for (int i = 0; i < runs.size(); i++) {
             long[] run = runs.get(i);

@@ -255,10 +255,17 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         byte[] key = row.isNullAt(KEY) ? null : row.getBinary(KEY);
         byte[] value = row.isNullAt(VALUE) ? null : row.getBinary(VALUE);
         Long timestamp = row.isNullAt(TIMESTAMP) ? null : Math.floorDiv(row.getLong(TIMESTAMP), 1000L);
+        send(producer, write, row.getLong(OFFSET), timestamp, key, value, headers(row));
+    }
+
+    /** Sends one record to the source partition's target partition, its callback recording where it
+     *  landed ({@link PartitionWrite#sent}); {@code timestamp} in ms or null. */
+    static void send(KafkaProducer<byte[], byte[]> producer, PartitionWrite write, long offset, Long timestamp,
+                     byte[] key, byte[] value, RecordHeaders headers) {
         ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(write.targetTopic, write.partition, timestamp, key,
-                                                                     value, headers(row));
+                                                                     value, headers);
         int size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
-        producer.send(record, write.sent(row.getLong(OFFSET), timestamp == null ? 0 : timestamp, size));
+        producer.send(record, write.sent(offset, timestamp == null ? 0 : timestamp, size));
     }
 
     private static RecordHeaders headers(InternalRow row) {
@@ -274,7 +281,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         return new RecordHeaders(headers);
     }
 
-    private static void check(PartitionWrite write) {
+    static void check(PartitionWrite write) {
         if (!write.complete()) {
             Exception failure = write.failure();
             throw new KafkaException("mirroring " + write.topic + "-" + write.partition + " to " + write.targetTopic
@@ -283,7 +290,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         }
     }
 
-    private static Map<String, Double> metrics(KafkaProducer<byte[], byte[]> producer) {
+    static Map<String, Double> metrics(KafkaProducer<byte[], byte[]> producer) {
         Map<String, Double> out = new LinkedHashMap<>();
         for (Map.Entry<MetricName, ? extends Metric> entry : producer.metrics().entrySet()) {
             MetricName name = entry.getKey();

@@ -11,7 +11,9 @@ import java.util.TreeMap;
  * prefix of target topic names, empty for the identity policy), {@code connection.*} (how to reach
  * the target cluster, secrets resolved), {@code producer.*} (producer settings), and for
  * exactly-once {@code transactional.id.prefix}, {@code progress.group} and
- * {@code progress.timeout.ms}. Never printed: the connection may hold a password.
+ * {@code progress.timeout.ms}; for the Real-time writer, which writes its own offset syncs,
+ * {@code syncs.topic}, {@code syncs.connection.*} (the cluster holding it) and {@code offset.lag.max}.
+ * Never printed: the connection may hold a password.
  */
 final class WriterSettings implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -34,6 +36,11 @@ final class WriterSettings implements Serializable {
         return require("transactional.id.prefix") + topic + "." + partition;
     }
 
+    /** Real-time Mode's exactly-once writer: one transactional id per slice of the source. */
+    String sliceTransactionalId(long slice) {
+        return require("transactional.id.prefix") + "rt-" + slice;
+    }
+
     String progressGroup() {
         return require("progress.group");
     }
@@ -50,6 +57,23 @@ final class WriterSettings implements Serializable {
     Properties producerProperties() {
         Properties props = prefixed("connection.");
         props.putAll(prefixed("producer."));
+        return props;
+    }
+
+    String syncsTopic() {
+        return require("syncs.topic");
+    }
+
+    long offsetLagMax() {
+        return Long.parseLong(values.getOrDefault("offset.lag.max", "100"));
+    }
+
+    /** The offset-syncs producer's settings: its cluster's connection, acks=all, idempotent. */
+    Properties syncsProducerProperties() {
+        Properties props = prefixed("syncs.connection.");
+        props.put("acks", "all");
+        props.put("enable.idempotence", "true");
+        props.put("linger.ms", "5");
         return props;
     }
 

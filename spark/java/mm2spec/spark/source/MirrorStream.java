@@ -27,10 +27,12 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
 import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
 import org.apache.spark.sql.connector.read.streaming.SupportsAdmissionControl;
+import org.apache.spark.sql.connector.read.streaming.SupportsRealTimeMode;
 import org.apache.spark.storage.BlockManagerId;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -40,8 +42,13 @@ import org.slf4j.LoggerFactory;
  * partitions. Partitions are dealt to {@code tasks} slices in (topic, partition) order; a slice keeps
  * its partitions, its consumer and its executor while the topics stay the same (a new topic or
  * partition re-deals them, which costs the consumers a seek, nothing more).
+ *
+ * <p>In Spark's Real-time Mode ({@link SupportsRealTimeMode}) every slice is planned in every batch
+ * with open ranges: its task reads until the batch's deadline, and the batch's end offsets are what
+ * the tasks report ({@link #mergeOffsets}). Only the partitions the job's driver admitted are read
+ * ({@link RealTime}): their target topics exist.
  */
-final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, ReportsSourceMetrics {
+final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, ReportsSourceMetrics, SupportsRealTimeMode {
     private static final Logger LOG = LoggerFactory.getLogger(MirrorStream.class);
     /** Spark's Kafka source writes the initial offsets in this version of its metadata log. */
     private static final String INITIAL_OFFSETS_VERSION = "v1";
@@ -53,6 +60,10 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
     private volatile Map<TopicPartition, Long> latest = Map.of();
     /** Where partitions first seen in the last latestOffset begin (reused by the plan of the batch). */
     private Map<TopicPartition, Long> newPartitionStarts = Map.of();
+    /** Real-time Mode: set by Spark before the first batch. */
+    private volatile boolean realTime;
+    /** Real-time Mode: the start of every partition of the batch being run (the base of its end offsets). */
+    private Map<TopicPartition, Long> realTimeStart = Map.of();
 
     MirrorStream(SourceOptions options, String checkpointLocation) {
         this.options = options;
@@ -74,7 +85,7 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
         if (written != null) {
             return written;
         }
-        List<TopicPartition> partitions = metadata().partitions();
+        List<TopicPartition> partitions = partitions();
         Map<TopicPartition, Long> earliest = metadata().earliest(partitions);
         Map<TopicPartition, Long> start = SourceOffset.sorted();
         String starting = options.startingOffsets;
@@ -96,6 +107,16 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
         return initial;
     }
 
+    /** The source's partitions the pattern matches (in Real-time Mode, those the driver admitted). */
+    private List<TopicPartition> partitions() {
+        List<TopicPartition> all = metadata().partitions();
+        String key = options.realTimeKey;
+        if (key == null || !RealTime.admits(key)) {
+            return all;
+        }
+        return all.stream().filter(tp -> RealTime.admitted(key, tp)).collect(Collectors.toList());
+    }
+
     @Override
     public Offset latestOffset() {
         throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) is the source's entry point");
@@ -108,8 +129,11 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
 
     @Override
     public Offset latestOffset(Offset startOffset, ReadLimit limit) {
+        if (realTime) {
+            RealTime.uncut(options.realTimeKey);  // before reading what is admitted (see RealTime.cut)
+        }
         Map<TopicPartition, Long> from = ((SourceOffset) startOffset).offsets;
-        List<TopicPartition> partitions = metadata().partitions();
+        List<TopicPartition> partitions = partitions();
         Map<TopicPartition, Long> ends = metadata().latest(partitions);
         latest = ends;
         List<TopicPartition> added = partitions.stream().filter(tp -> !from.containsKey(tp)).collect(Collectors.toList());
@@ -173,6 +197,9 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
             }
         }
         SliceConsumers.closeStream(streamId);
+        if (realTime && options.realTimeKey != null) {
+            RealTime.endBatches(options.realTimeKey, false);
+        }
     }
 
     // ------------------------------------------------------------------ the batch's plan
@@ -233,6 +260,66 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
             LOG.debug("mm2spec-mirror source: no executor list for locality", e);
             return List.of();
         }
+    }
+
+    // ------------------------------------------------------------------ Real-time Mode
+
+    @Override
+    public void prepareForRealTimeMode() {
+        if (options.maxOffsetsPerTrigger > 0) {
+            throw new IllegalArgumentException("mm2spec-mirror source: maxOffsetsPerTrigger cannot be used in Real-time Mode "
+                                               + "(a batch reads until its deadline): unset spark.maxOffsetsPerTrigger");
+        }
+        realTime = true;
+    }
+
+    /** Every slice with open ranges from {@code start}; partitions new since the last batch from
+     *  their beginning (as in micro-batch mode). */
+    @Override
+    public InputPartition[] planInputPartitions(Offset start) {
+        Map<TopicPartition, Long> from = ((SourceOffset) start).offsets;
+        List<TopicPartition> partitions = latest.isEmpty() ? partitions() : new ArrayList<>(latest.keySet());
+        partitions.sort(SourceOffset.ORDER);
+        List<TopicPartition> unknown = partitions.stream()
+            .filter(tp -> !from.containsKey(tp) && !newPartitionStarts.containsKey(tp)).collect(Collectors.toList());
+        Map<TopicPartition, Long> firstOffsets = new HashMap<>(newPartitionStarts);
+        if (!unknown.isEmpty()) {
+            firstOffsets.putAll(metadata().earliest(unknown));
+        }
+        Map<TopicPartition, Long> starts = SourceOffset.sorted();
+        starts.putAll(from);  // a partition gone from the source keeps its offset in the checkpoint
+        List<List<SliceInput.Range>> slices = new ArrayList<>();
+        for (int i = 0; i < options.tasks; i++) {
+            slices.add(new ArrayList<>());
+        }
+        int index = 0;
+        for (TopicPartition tp : partitions) {
+            long first = from.containsKey(tp) ? from.get(tp) : firstOffsets.getOrDefault(tp, 0L);
+            starts.put(tp, first);
+            slices.get(index++ % options.tasks).add(new SliceInput.Range(tp.topic(), tp.partition(), first, Long.MAX_VALUE));
+        }
+        realTimeStart = starts;
+        List<String> executors = executors();
+        List<InputPartition> planned = new ArrayList<>();
+        for (int slot = 0; slot < slices.size(); slot++) {
+            if (!slices.get(slot).isEmpty()) {
+                String location = executors.isEmpty() ? null : executors.get(slot % executors.size());
+                planned.add(new SliceInput(streamId, slot, slices.get(slot), options.kafka, options.pollTimeoutMs, location,
+                                           true, options.realTimeKey));
+            }
+        }
+        return planned.toArray(new InputPartition[0]);
+    }
+
+    /** The batch's end: its start, moved on by what each task read of its slice. */
+    @Override
+    public Offset mergeOffsets(PartitionOffset[] offsets) {
+        Map<TopicPartition, Long> end = SourceOffset.sorted();
+        end.putAll(realTimeStart);
+        for (PartitionOffset offset : offsets) {
+            end.putAll(((SliceOffset) offset).next);
+        }
+        return new SourceOffset(end);
     }
 
     @Override

@@ -33,15 +33,26 @@ final class SliceInput implements InputPartition {
     final List<Range> ranges;
     final Map<String, String> kafka;
     final long pollTimeoutMs;
+    /** Real-time Mode: the ranges are open ({@code until} is Long.MAX_VALUE) and the task reads until
+     *  its batch ends; {@code realTimeKey} names the flow for {@link RealTime}. */
+    final boolean realTime;
+    final String realTimeKey;
     private final String location;
 
     SliceInput(String streamId, int slot, List<Range> ranges, Map<String, String> kafka, long pollTimeoutMs, String location) {
+        this(streamId, slot, ranges, kafka, pollTimeoutMs, location, false, null);
+    }
+
+    SliceInput(String streamId, int slot, List<Range> ranges, Map<String, String> kafka, long pollTimeoutMs, String location,
+               boolean realTime, String realTimeKey) {
         this.streamId = streamId;
         this.slot = slot;
         this.ranges = List.copyOf(ranges);
         this.kafka = kafka;
         this.pollTimeoutMs = pollTimeoutMs;
         this.location = location;
+        this.realTime = realTime;
+        this.realTimeKey = realTimeKey;
     }
 
     /** The key of the slice's consumer in its executor's {@link SliceConsumers}. */

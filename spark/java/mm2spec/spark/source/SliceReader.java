@@ -117,7 +117,7 @@ final class SliceReader implements PartitionReader<InternalRow> {
                 }
                 poll();
             }
-            current = row(chunk.next());
+            current = row(chunk.next(), topicNames);
             return true;
         } catch (RuntimeException e) {
             healthy = false;
@@ -211,7 +211,8 @@ final class SliceReader implements PartitionReader<InternalRow> {
         lastProgress = System.currentTimeMillis();
     }
 
-    private InternalRow row(ConsumerRecord<byte[], byte[]> record) {
+    /** The record as a row of {@link MirrorSource#SCHEMA} ({@code topicNames}: the reader's cache). */
+    static InternalRow row(ConsumerRecord<byte[], byte[]> record, Map<TopicPartition, UTF8String> topicNames) {
         TopicPartition tp = new TopicPartition(record.topic(), record.partition());
         UTF8String topic = topicNames.computeIfAbsent(tp, t -> UTF8String.fromString(t.topic()));
         GenericArrayData headers = null;

@@ -23,6 +23,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  *     partitions with one consumer;</li>
  * <li>{@code kafkaConsumer.pollTimeoutMs}: how long a task waits without any record for its range
  *     before it checks whether the records still exist and otherwise fails (default 120000, Spark's).</li>
+ * <li>{@code realTimeKey}: the flow's key for the job's driver in Real-time Mode ({@link RealTime}:
+ *     admitted partitions, ending batches); unset in micro-batch mode.</li>
  * </ul>
  */
 final class SourceOptions implements Serializable {
@@ -34,15 +36,17 @@ final class SourceOptions implements Serializable {
     final long maxOffsetsPerTrigger;
     final int tasks;
     final long pollTimeoutMs;
+    final String realTimeKey;
 
     private SourceOptions(String pattern, String startingOffsets, Map<String, String> kafka, long maxOffsetsPerTrigger,
-                          int tasks, long pollTimeoutMs) {
+                          int tasks, long pollTimeoutMs, String realTimeKey) {
         this.pattern = pattern;
         this.startingOffsets = startingOffsets;
         this.kafka = kafka;
         this.maxOffsetsPerTrigger = maxOffsetsPerTrigger;
         this.tasks = tasks;
         this.pollTimeoutMs = pollTimeoutMs;
+        this.realTimeKey = realTimeKey;
     }
 
     static SourceOptions parse(CaseInsensitiveStringMap options) {
@@ -72,7 +76,7 @@ final class SourceOptions implements Serializable {
         long pollTimeout = number(options, "kafkaConsumer.pollTimeoutMs", 120_000);
         return new SourceOptions(pattern, options.getOrDefault("startingOffsets", "earliest").trim(),
                                  Collections.unmodifiableMap(kafka), Math.max(0, maxOffsets), (int) tasks,
-                                 Math.max(1_000, pollTimeout));
+                                 Math.max(1_000, pollTimeout), options.get("realTimeKey"));
     }
 
     private static long number(CaseInsensitiveStringMap options, String key, long otherwise) {

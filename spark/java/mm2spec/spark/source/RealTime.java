@@ -1,0 +1,92 @@
+package mm2spec.spark.source;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.kafka.common.TopicPartition;
+
+/**
+ * What the job's driver tells a flow's source in Real-time Mode ({@code spark.mode: realtime}), by
+ * the flow's key (the source's {@code realTimeKey} option, the query's name):
+ * <ul>
+ * <li>which source partitions may be read: those whose target topic exists with enough partitions.
+ *     In micro-batch mode the job creates target topics before each batch's write; a Real-time batch
+ *     writes for many seconds with no such hook, so the driver's topic scan creates them first and
+ *     then admits them here ({@link #admit}); the stream reads only admitted partitions.</li>
+ * <li>that the running batch should end now ({@link #endBatches}): the readers return at once, so the
+ *     batch commits its offsets before a stop instead of being replayed after it. The flag is read by
+ *     the readers in this JVM, so it reaches them in local mode; on a cluster the batch is stopped
+ *     mid-way and replayed from its start (at-least-once: duplicates, no loss).</li>
+ * <li>that the running batch should end early once ({@link #cut}): partitions were just admitted, and
+ *     the next batch reads them instead of waiting for this one's deadline.</li>
+ * </ul>
+ */
+public final class RealTime {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Map<String, Map<String, Integer>> ADMITTED = new ConcurrentHashMap<>();
+    private static final Map<String, Boolean> ENDING = new ConcurrentHashMap<>();
+    private static final Map<String, Boolean> CUT = new ConcurrentHashMap<>();
+
+    private RealTime() {
+    }
+
+    /** Admits the topics of {@code json} ({@code {"orders": 6}}: topic to partition count) for the key. */
+    public static void admit(String key, String json) {
+        Map<String, Integer> counts;
+        try {
+            counts = JSON.readValue(json, new TypeReference<Map<String, Integer>>() { });
+        } catch (JsonProcessingException e) {
+            throw new IllegalArgumentException("expected {\"topic\": partitions}, got " + json, e);
+        }
+        ADMITTED.merge(key, Map.copyOf(counts), (old, added) -> {
+            Map<String, Integer> merged = new ConcurrentHashMap<>(old);
+            added.forEach((topic, n) -> merged.merge(topic, n, Math::max));
+            return merged;
+        });
+    }
+
+    /** Whether the partition may be read; every partition when nothing was ever admitted for the key. */
+    static boolean admitted(String key, TopicPartition tp) {
+        Map<String, Integer> counts = ADMITTED.get(key);
+        return counts == null || tp.partition() < counts.getOrDefault(tp.topic(), 0);
+    }
+
+    /** Whether the driver admits partitions for the key (the job always does in Real-time Mode). */
+    static boolean admits(String key) {
+        return ADMITTED.containsKey(key);
+    }
+
+    /** Ends the running Real-time batches of the key (and every batch after, until cleared). */
+    public static void endBatches(String key, boolean ending) {
+        if (ending) {
+            ENDING.put(key, Boolean.TRUE);
+        } else {
+            ENDING.remove(key);
+        }
+    }
+
+    /** Ends the running batch of the key early, once: the next batch's planning clears it ({@link #uncut}). */
+    public static void cut(String key) {
+        CUT.put(key, Boolean.TRUE);
+    }
+
+    static void uncut(String key) {
+        if (key != null) {
+            CUT.remove(key);
+        }
+    }
+
+    static boolean ending(String key) {
+        return key != null && (ENDING.containsKey(key) || CUT.containsKey(key));
+    }
+
+    /** Forgets the key (the query stopped). */
+    public static void forget(String key) {
+        ADMITTED.remove(key);
+        ENDING.remove(key);
+        CUT.remove(key);
+    }
+}
