@@ -425,10 +425,14 @@ class FlowPipeline:
         self.written_topics |= targets
         wrote = time.monotonic()
         self.after_write(written, batch_id, {"ranges+topics": round((prepared - began) * 1000),
-                                             "write": round((wrote - prepared) * 1000)})
+                                             "write": round((wrote - prepared) * 1000)},
+                         read_at=time.time() - (time.monotonic() - began))
 
-    def after_write(self, written: BatchWritten, batch_id: int, timings: dict[str, int]) -> None:
-        """The offset syncs and figures of what the writer wrote (a micro-batch, or ended Real-time tasks)."""
+    def after_write(self, written: BatchWritten, batch_id: int, timings: dict[str, int],
+                    read_at: float | None = None) -> None:
+        """The offset syncs and figures of what the writer wrote: a micro-batch whose records were
+        read from ``read_at`` on, or ended Real-time tasks (``read_at`` None: each record written as
+        soon as it was read)."""
         began = time.monotonic()
         if self.realtime:
             # The Real-time tasks wrote their offset syncs themselves (mm2spec.spark.SyncWriter).
@@ -450,7 +454,7 @@ class FlowPipeline:
                                               written.skipped, producer_profile(written)))
         if self.endpoint is not None:
             self.endpoint.partitions.record(self.flow.target_alias, partition_batches(written, self.target_topic),
-                                            read_at=time.time() - (time.monotonic() - began))
+                                            read_at=read_at)
 
     def queue_offset_syncs(self, syncs: list) -> None:
         """Hands the batch's offset syncs to the producer without waiting for them: librdkafka

@@ -67,6 +67,11 @@ class PartitionBatch:
     """Smallest source timestamp (ms) of the records written."""
     timestamp_sum: int
     """Sum of the records' source timestamps (ms): their average is ``timestamp_sum / records``."""
+    latency_sum_ms: int = 0
+    latency_max_ms: int | None = None
+    """The replication latency the writer measured at each acknowledgement (summed; the largest).
+    When set it is the latency (in Real-time Mode results arrive at the batch's end, long after the
+    writes, so "now" would not do)."""
 
 
 @dataclass
@@ -97,9 +102,11 @@ class PartitionFigures:
         self._figures: dict[tuple[str, str, int], _PartitionFigures] = {}
         self._lock = threading.Lock()
 
-    def record(self, target: str, batches: Iterable[PartitionBatch], read_at: float, now: float | None = None) -> None:
+    def record(self, target: str, batches: Iterable[PartitionBatch], read_at: float | None,
+               now: float | None = None) -> None:
         """A written batch for target cluster ``target``: ``read_at`` is when the batch began (its
-        records were read after it), ``now`` when its writes were acknowledged."""
+        records were read after it), or None when each record was written as soon as it was read
+        (Real-time Mode: the age is the latency); ``now`` when its writes were acknowledged."""
         now = time.time() if now is None else now
         with self._lock:
             for batch in batches:
@@ -109,11 +116,19 @@ class PartitionFigures:
                 mean_ts = batch.timestamp_sum / batch.records
                 figures.records += batch.records
                 figures.bytes += batch.bytes
-                figures.latency = max(0.0, now * 1000 - mean_ts)
-                figures.age = max(0.0, read_at * 1000 - mean_ts)
+                if batch.latency_max_ms is not None:
+                    figures.latency = batch.latency_sum_ms / batch.records
+                    latency_max = float(batch.latency_max_ms)
+                else:
+                    figures.latency = max(0.0, now * 1000 - mean_ts)
+                    latency_max = max(0.0, now * 1000 - batch.timestamp_min)
+                if read_at is None:
+                    figures.age, age_max = figures.latency, latency_max
+                else:
+                    figures.age = max(0.0, read_at * 1000 - mean_ts)
+                    age_max = max(0.0, read_at * 1000 - batch.timestamp_min)
                 figures.window.append(_Sample(now, batch.records, batch.bytes, figures.latency * batch.records,
-                                              max(0.0, now * 1000 - batch.timestamp_min), figures.age * batch.records,
-                                              max(0.0, read_at * 1000 - batch.timestamp_min)))
+                                              latency_max, figures.age * batch.records, age_max))
 
     def samples(self, now: float | None = None) -> list[tuple[dict[str, str], dict[str, float]]]:
         """Each partition's labels and its value of each of ``PARTITION_METRICS``. Rates divide by
@@ -144,7 +159,8 @@ class PartitionFigures:
 def partition_batches(written, target_topic) -> list[PartitionBatch]:
     """The writer's per source partition results (``writer.BatchWritten``) as target partitions,
     ``target_topic`` naming each source topic's copy."""
-    return [PartitionBatch(target_topic(p.topic), p.partition, p.records, p.bytes, p.timestamp_min, p.timestamp_sum)
+    return [PartitionBatch(target_topic(p.topic), p.partition, p.records, p.bytes, p.timestamp_min, p.timestamp_sum,
+                           p.latency_sum_ms if p.latency_max_ms is not None else 0, p.latency_max_ms)
             for p in written.partitions]
 
 
