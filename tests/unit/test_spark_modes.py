@@ -81,3 +81,18 @@ def test_a_realtime_spec_renders_the_mode_and_no_record_cap(tmp_path):
     assert rendered["mode"] == "realtime" and rendered["realtime.batch.duration"] == "10 seconds"
     assert "max.offsets.per.trigger" not in rendered
     assert spark_job_config(load_desired_state(EXAMPLE, "dev"))["spark"]["mode"] == "microbatch"
+
+
+def test_realtime_latency_is_the_writers_not_the_batch_end():
+    """Real-time results reach the driver at the batch's end (a minute after the writes): the figure
+    is what the writer measured at each acknowledgement, and the record age equals it."""
+    from mm2spark.prometheus import LATENCY, LATENCY_MAX, RECORD_AGE, PartitionBatch, PartitionFigures
+
+    figures = PartitionFigures(started_at=0.0)
+    written_at_ms = 1_000_000
+    batch = PartitionBatch("dr.orders", 0, 10, 1000, written_at_ms - 50, 10 * (written_at_ms - 20),
+                           latency_sum_ms=200, latency_max_ms=45)
+    figures.record("dr", [batch], read_at=None, now=written_at_ms / 1000 + 60)  # results a minute later
+    [(labels, values)] = figures.samples(now=written_at_ms / 1000 + 60)
+    assert labels == {"target": "dr", "topic": "dr.orders", "partition": "0"}
+    assert values[LATENCY] == 20 and values[RECORD_AGE] == 20 and values[LATENCY_MAX] == 45
