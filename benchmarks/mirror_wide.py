@@ -20,7 +20,8 @@ both deleted after the run):
    not the mirror's.
 3. **Drain**: from the writer's last record until DR holds every record.
 
-Engines: ``spark`` (the job with its mirror source, ``tasks.max`` from ``--tasks``), ``spark-kafka``
+Engines: ``spark`` (the job with its mirror source, ``tasks.max`` from ``--tasks``), ``spark-rt``
+(the same in Spark's Real-time Mode, ``spark.mode: realtime``), ``spark-kafka``
 (the job with Spark's own Kafka source: the old data path), ``mm2`` (MirrorSourceConnector on a
 Connect worker of its own, ``tasks.max`` ``--tasks``). Same heap, same client settings
 (mirror_throughput.py's). With ``--rounds`` > 1 the engine order rotates each round. The load
@@ -50,8 +51,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import mirror_throughput as mt  # noqa: E402 - the engines, as the 6-partition benchmark runs them
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 
-ENGINES = ("spark", "spark-kafka", "mm2")
-#: Also runnable (--engines): spark-rt, the mirror source in Spark's Real-time Mode (spark.mode: realtime).
+ENGINES = ("spark", "spark-rt", "spark-kafka", "mm2")
+"""spark: the mirror source in micro-batches; spark-rt: the same in Spark's Real-time Mode
+(spark.mode: realtime); spark-kafka: Spark's own Kafka source; mm2: MirrorMaker 2."""
 TOPIC_PREFIX = "wide-"
 KAFKA_CALL_TIMEOUT_S = 120.0
 #: Topics per CreateTopics request (the broker refuses too many partitions in one).
