@@ -131,6 +131,9 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
     public Offset latestOffset(Offset startOffset, ReadLimit limit) {
         if (realTime) {
             RealTime.uncut(options.realTimeKey);  // before reading what is admitted (see RealTime.cut)
+            if (RealTime.admits(options.realTimeKey)) {
+                return realTimeLatest(((SourceOffset) startOffset).offsets);
+            }
         }
         Map<TopicPartition, Long> from = ((SourceOffset) startOffset).offsets;
         List<TopicPartition> partitions = partitions();
@@ -149,6 +152,28 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
             capped(starts, end, max.maxRows());
         }
         return new SourceOffset(end);
+    }
+
+    /** Real-time Mode, between two batches (the flow's pause): the partitions are those the driver
+     *  admitted (its topic scan listed them), so no admin call is made but the beginning of new
+     *  partitions; a batch has no end offset, so the "latest" Spark reports is where it starts. */
+    private Offset realTimeLatest(Map<TopicPartition, Long> from) {
+        List<TopicPartition> partitions = RealTime.admittedPartitions(options.realTimeKey);
+        List<TopicPartition> added = partitions.stream().filter(tp -> !from.containsKey(tp)).collect(Collectors.toList());
+        newPartitionStarts = added.isEmpty() ? Map.of() : metadata().earliest(added);
+        if (!added.isEmpty()) {
+            LOG.info("mm2spec-mirror source: {} new partitions, read from their beginning", added.size());
+        }
+        Map<TopicPartition, Long> starts = SourceOffset.sorted();
+        starts.putAll(from);  // a partition no longer admitted keeps its offset in the checkpoint
+        for (TopicPartition tp : partitions) {
+            Long start = from.containsKey(tp) ? from.get(tp) : newPartitionStarts.get(tp);
+            if (start != null) {
+                starts.put(tp, start);
+            }
+        }
+        latest = starts;
+        return new SourceOffset(starts);
     }
 
     /** Lowers {@code end} so the batch holds at most {@code maxRows} records, each partition's share
@@ -331,6 +356,9 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
 
     @Override
     public Map<String, String> metrics(Optional<Offset> latestConsumedOffset) {
+        if (realTime) {
+            return Map.of();  // no end offsets are read between Real-time batches (the DR exporter has the RPO)
+        }
         Map<TopicPartition, Long> ends = latest;
         if (latestConsumedOffset.isEmpty() || ends.isEmpty()) {
             return Map.of();

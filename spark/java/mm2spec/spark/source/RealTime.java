@@ -54,6 +54,18 @@ public final class RealTime {
         return counts == null || tp.partition() < counts.getOrDefault(tp.topic(), 0);
     }
 
+    /** Every admitted partition of the key, in (topic, partition) order. */
+    static java.util.List<TopicPartition> admittedPartitions(String key) {
+        java.util.List<TopicPartition> out = new java.util.ArrayList<>();
+        ADMITTED.getOrDefault(key, Map.of()).forEach((topic, n) -> {
+            for (int p = 0; p < n; p++) {
+                out.add(new TopicPartition(topic, p));
+            }
+        });
+        out.sort(SourceOffset.ORDER);
+        return out;
+    }
+
     /** Whether the driver admits partitions for the key (the job always does in Real-time Mode). */
     static boolean admits(String key) {
         return ADMITTED.containsKey(key);
