@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import yaml
 
 from mm2spec.dev import ADMIN_PASSWORD, MM2_PASSWORD
+from mm2spec.dev.process import pick_free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,6 +52,8 @@ def spec_for(pair, topics: Sequence[str], groups: Sequence[str] = (), *, secure:
         "mirrors": [flow],
         "engine": engine,
         "acls": {"manage": manage_acls, "principal": "User:mm2"},
+        # A free /metrics port: the default (9405) would be held by any other Spark job on this host.
+        "spark": {"metrics": {"port": pick_free_ports(1)[0]}},
     }
     connect_section = dict(connect or {})
     if rest_url:

@@ -47,7 +47,7 @@ def _spec(tmp: Path, pair, topic: str, name: str = NAME) -> Path:
     spec = spec_for(pair, [topic], ["fb-app-.*"], name=name,
                     mirror={"offsetLagMax": 10, "emitCheckpointsIntervalSeconds": 1, "syncGroupOffsets": False,
                             "refreshTopicsIntervalSeconds": 5, "refreshGroupsIntervalSeconds": 5})
-    spec["spark"] = {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
+    spec["spark"] |= {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
     path = tmp / "dr.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path

@@ -45,7 +45,7 @@ def _spec(tmp: Path, pair, exactly_once: bool = False) -> Path:
                     mirror={"offsetLagMax": 10, "emitCheckpointsIntervalSeconds": 1, "syncGroupOffsets": False,
                             "refreshTopicsIntervalSeconds": 5, "refreshGroupsIntervalSeconds": 5,
                             "exactlyOnce": exactly_once})
-    spec["spark"] = {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
+    spec["spark"] |= {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
     path = tmp / "dr.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path

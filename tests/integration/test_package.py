@@ -82,7 +82,7 @@ def test_validate_and_render_the_example_from_another_directory(venv, tmp_path):
 
 def _spec(kafka_pair, tmp_path: Path, topic: str) -> Path:
     spec = spec_for(kafka_pair, [topic], name="it-package")
-    spec["spark"] = {"master": "local[1]", "checkpointLocation": str(tmp_path / "checkpoints")}
+    spec["spark"] |= {"master": "local[1]", "checkpointLocation": str(tmp_path / "checkpoints")}
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path

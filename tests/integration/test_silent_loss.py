@@ -87,7 +87,7 @@ def stopped_mirror(kafka_pair, tmp_path_factory):
     spec = spec_for(kafka_pair, [DELETED, RECREATED], name="it-silent-loss",
                     mirror={"offsetLagMax": 10, "emitCheckpointsIntervalSeconds": 1, "syncGroupOffsets": False,
                             "refreshTopicsIntervalSeconds": 5, "refreshGroupsIntervalSeconds": 5})
-    spec["spark"] = {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
+    spec["spark"] |= {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
     path = tmp / "dr.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     state = load_desired_state(path, None)
