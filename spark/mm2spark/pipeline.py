@@ -581,7 +581,9 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     spark = build_session(job, jars)
     try:
         check_writer(spark, jars)
-        check_mode(job, spark.sparkContext.defaultParallelism)
+        # Task slots as the session has them: local[*] is the machine's cores. A cluster's executors
+        # may not have registered yet, so there the spec's executors (checked offline) decide.
+        check_mode(job, spark.sparkContext.defaultParallelism if job.spark.master.startswith("local") else None)
     except (ComponentMissing, JobConfigError):
         spark.stop()
         if endpoint is not None:
