@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+import yaml
 
 from mm2spec.spec.load import load_desired_state
 from mm2spec.live.connect import ConnectClient
@@ -25,7 +26,7 @@ from mm2spec.provision.connection import connection_inputs
 from mm2spec.provision.connector import ConnectorProvider, connector_inputs
 from mm2spec.provision.topic import TopicProvider, topic_inputs
 from mm2spec.render import connectors
-from specs import write_spec
+from specs import spec_for, write_spec
 
 pytestmark = pytest.mark.integration
 
@@ -219,9 +220,10 @@ def test_spark_deployment_runs_and_stops_the_mirroring_job(kafka_pair, unique_na
     topic = unique_name("spark")
     for broker in (kafka_pair.primary, kafka_pair.dr):
         KafkaAdmin(plain_cluster(broker)).create_topic(topic, 1, -1, {})
-    spec = write_spec(tmp_path / "s.yaml", kafka_pair, [topic], name=f"job-{uuid.uuid4().hex[:8]}")
-    text = spec.read_text() + "spark: {master: 'local[1]', checkpointLocation: checkpoints}\n"
-    spec.write_text(text)
+    data = spec_for(kafka_pair, [topic], name=f"job-{uuid.uuid4().hex[:8]}")
+    data["spark"] |= {"master": "local[1]", "checkpointLocation": "checkpoints"}
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
     state = load_desired_state(spec, None)
     props = spark_deployment_inputs(state, "out", str(tmp_path), run=True, state_dir="job")
     provider = SparkDeploymentProvider()
