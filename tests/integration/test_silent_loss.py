@@ -87,8 +87,8 @@ def stopped_mirror(kafka_pair, tmp_path_factory):
     spec = spec_for(kafka_pair, [DELETED, RECREATED], name="it-silent-loss",
                     # A flow name of its own: its probe topic (mm2spec-probe-<flow>) is then not one
                     # another test created on the shared clusters, and the mirrored set is exactly these two.
-                    mirror={"name": "silent-loss", "offsetLagMax": 10, "emitCheckpointsIntervalSeconds": 1, "syncGroupOffsets": False,
-                            "refreshTopicsIntervalSeconds": 5, "refreshGroupsIntervalSeconds": 5})
+                    mirror={"name": "silent-loss", "offsetLagMax": 10, "emitCheckpointsIntervalSeconds": 1,
+                            "syncGroupOffsets": False, "refreshTopicsIntervalSeconds": 5, "refreshGroupsIntervalSeconds": 5})
     spec["spark"] |= {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
     path = tmp / "dr.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
