@@ -73,6 +73,20 @@ def spark_writer() -> None:
         missing_component("mm2spec-spark-writer.jar is not installed; run scripts/install-spark.sh")
 
 
+def _assert_every_query_answers(api: str, queries: list[str], timeout: float) -> None:
+    """Each query returns at least one series from Prometheus within ``timeout`` seconds."""
+    empty: list[str] = []
+
+    def all_answer() -> bool:
+        empty[:] = [q for q in queries if not _query(api, q)]
+        return not empty
+
+    deadline = time.monotonic() + timeout
+    while not all_answer() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not empty, f"dashboard queries without series: {empty}"
+
+
 def _query(api: str, expr: str) -> list[dict]:
     url = f"{api}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     with urllib.request.urlopen(url, timeout=10) as response:
@@ -200,16 +214,7 @@ def test_prometheus_scrapes_the_spark_mirror_and_the_dr_exporter(kafka_pair, pro
         queries = [q.replace("$flow", ".*") for q in panel_queries(json.loads(files[DASHBOARD]))
                    if not any(name in q for name in CONNECT_ONLY)]
         assert len(queries) >= 15
-        empty: list[str] = []
-
-        def all_answer() -> bool:
-            empty[:] = [q for q in queries if not _query(api, q)]
-            return not empty
-
-        deadline = time.monotonic() + 60
-        while not all_answer() and time.monotonic() < deadline:
-            time.sleep(1)
-        assert not empty, f"dashboard queries without series: {empty}"
+        _assert_every_query_answers(api, queries, 60)
 
         # Ctrl-C stops the exporter cleanly.
         processes[0].send_signal(signal.SIGINT)
@@ -288,16 +293,7 @@ def test_prometheus_scrapes_mm2_on_connect_through_the_jmx_exporter_agent_under_
         queries = [q.replace("$flow", ".*") for q in panel_queries(json.loads(files[DASHBOARD]))
                    if any(name in q for name in CONNECT_ONLY)]
         assert len(queries) >= 10
-        empty: list[str] = []
-
-        def all_answer() -> bool:
-            empty[:] = [q for q in queries if not _query(api, q)]
-            return not empty
-
-        deadline = time.monotonic() + 30
-        while not all_answer() and time.monotonic() < deadline:
-            time.sleep(1)
-        assert not empty, f"dashboard queries without series: {empty}"
+        _assert_every_query_answers(api, queries, 30)
     finally:
         _stop(processes)
         for connector in names:
