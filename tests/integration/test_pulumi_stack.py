@@ -89,6 +89,21 @@ class Stack:
         return {name: "replace" if any("replace" in op for op in found) else found.pop() for name, found in ops.items()}
 
 
+def project_stack(tmp_path: Path, env: dict[str, str] | None = None) -> Stack:
+    """A Pulumi project in ``tmp_path`` with this repository's Pulumi.yaml, program folder and venv,
+    a file backend and a passphrase of its own; ``env`` adds to the environment."""
+    stack = Stack(tmp_path, {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
+                             "PULUMI_HOME": str(tmp_path / "home"), "PULUMI_CONFIG_PASSPHRASE": "it-passphrase",
+                             "NO_COLOR": "1", **(env or {})})
+    stack.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    (tmp_path / "state").mkdir(parents=True)
+    stack.project.mkdir()
+    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text())
+    (stack.project / "pulumi").symlink_to(PROJECT_ROOT / "pulumi")
+    (stack.project / ".venv").symlink_to(PROJECT_ROOT / ".venv")
+    return stack
+
+
 def admin_for(broker, alias: str) -> KafkaAdmin:
     security = Security("SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", "IT_ADMIN")
     return KafkaAdmin(Cluster(alias, (broker.bootstrap,), security), secrets=lambda _name: ADMIN_PASSWORD)
@@ -120,17 +135,9 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
     SequencedProducer(secure_kafka_pair.client_config("dr"), adopted, 1, limit=1).start().wait()
 
     # The project: the repository's Pulumi.yaml and program folder, everything else in tmp.
-    stack = Stack(tmp_path, {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
-                             "PULUMI_HOME": str(tmp_path / "home"), "PULUMI_CONFIG_PASSPHRASE": "it-passphrase",
-                             "NO_COLOR": "1", MM2_SECRET: MM2_PASSWORD})
+    stack = project_stack(tmp_path, {MM2_SECRET: MM2_PASSWORD})
     stack.env.pop(ADMIN_SECRET, None)
     dr_admin_secret = f"IT_DR_ADMIN_{run_id.upper()}"
-    stack.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    (tmp_path / "state").mkdir()
-    stack.project.mkdir()
-    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text())
-    (stack.project / "pulumi").symlink_to(PROJECT_ROOT / "pulumi")
-    (stack.project / ".venv").symlink_to(PROJECT_ROOT / ".venv")
     assert not (PROJECT_ROOT / "pulumi" / "__init__.py").exists(), "pulumi/ must stay a plain program folder"
 
     def write(topics, groups=(), **mirror):
@@ -297,15 +304,7 @@ def test_up_waits_for_connectors_to_run_and_fails_with_a_failed_tasks_error(pulu
     src, dst, flow = f"src{run_id}", f"dst{run_id}", f"flow-{run_id}"
     topic = f"mirrored-{run_id}"
     KafkaAdmin(Cluster(src, (kafka_pair.primary.bootstrap,))).create_topic(topic, 1, -1, {})
-    stack = Stack(tmp_path, {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
-                             "PULUMI_HOME": str(tmp_path / "home"), "PULUMI_CONFIG_PASSPHRASE": "it-passphrase",
-                             "NO_COLOR": "1"})
-    stack.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    (tmp_path / "state").mkdir()
-    stack.project.mkdir()
-    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text())
-    (stack.project / "pulumi").symlink_to(PROJECT_ROOT / "pulumi")
-    (stack.project / ".venv").symlink_to(PROJECT_ROOT / ".venv")
+    stack = project_stack(tmp_path)
 
     def write(config):
         spec = spec_for(kafka_pair, [topic], engine="connect", rest_url=worker.url, name=f"it-{run_id}",

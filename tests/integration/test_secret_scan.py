@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import uuid
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from mm2spec.live.connect import ConnectClient
 from mm2spec.render import connectors
 from mm2spec.spec.load import load_desired_state
 from specs import ADMIN_SECRET, MM2_SECRET, spec_for
-from test_pulumi_stack import PROJECT_ROOT, Stack, pulumi_bin  # noqa: F401 - pulumi_bin is a fixture
+from test_pulumi_stack import pulumi_bin, project_stack  # noqa: F401 - pulumi_bin is a fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -135,16 +134,8 @@ def test_no_secret_in_any_output_or_file(secure_kafka_pair, connect_worker, pulu
 def _pulumi(run: Transcript, tmp_path: Path, spec: Path, run_id: str) -> None:
     """preview, up and stack export of the project's program on ``spec``: the primary admin password
     as Pulumi secret config, the others from the environment."""
-    stack = Stack(tmp_path / "pulumi", {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'pulumi' / 'state'}",
-                                        "PULUMI_HOME": str(tmp_path / "pulumi" / "home"),
-                                        "PULUMI_CONFIG_PASSPHRASE": "it-passphrase", "NO_COLOR": "1"})
+    stack = project_stack(tmp_path / "pulumi")
     stack.env.pop(ADMIN_SECRET, None)
-    stack.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    (stack.root / "state").mkdir(parents=True)
-    stack.project.mkdir()
-    (stack.project / "Pulumi.yaml").write_text((PROJECT_ROOT / "Pulumi.yaml").read_text())
-    (stack.project / "pulumi").symlink_to(PROJECT_ROOT / "pulumi")
-    (stack.project / ".venv").symlink_to(PROJECT_ROOT / ".venv")
     (stack.project / "spec.yaml").symlink_to(spec)
     stack.run("login")
     stack.run("stack", "init", f"scan{run_id}")
