@@ -20,11 +20,13 @@ DATA_PACKAGES = {
     "mm2spec.versions": "scripts",
 }
 #: What each data package ships besides its ``__init__.py``; scripts/ gives only the pinned versions.
+#: (mm2spec.render, a code package, also ships a data file.)
 DATA_FILES = {
     "mm2spec.schemas": ["*.json", "README.md"],
     "mm2spec.playbooks": ["*.yaml", "README.md"],
     "mm2spec.spark": ["README.md", "mm2spark/*.py", "java/**/*.java"],
     "mm2spec.versions": ["versions.env"],
+    "mm2spec.render": ["ci-workflow.yml"],  # the CI workflow's template (mm2spec init)
 }
 
 setup(

@@ -27,7 +27,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     check_spec(files)
     replaced = set(check_init_folder(folder, sorted(files), args.force))
     for path in write_repository(files, folder):
-        print(f"{'replaced' if path.name in replaced else 'wrote'} {path}")
+        print(f"{'replaced' if path.relative_to(folder).as_posix() in replaced else 'wrote'} {path}")
     spec = next(n for n in files if n.endswith(".dr.yaml"))
     print(f"\nNext: cd {folder} && mm2spec validate {spec}; then see README.md "
           f"(pip install 'mm2spec[pulumi]', pulumi stack init {options.environments[0]}, pulumi preview)")

@@ -12,7 +12,11 @@
   named from ``mm2spec.mm2.metric_names``
 - ``properties``: what those share (client settings, ``java.util.Properties`` text)
 - ``repository``: what ``mm2spec init`` writes, a team's DR-spec repository (the spec, its schema,
-  the Pulumi project, stacks and program, pre-commit config, ``.gitignore``, README), through ``write_files``
+  the Pulumi project, stacks and program, the CI workflow, pre-commit config, ``.gitignore``, README),
+  through ``write_files``
+- ``workflow``: the CI workflow of a DR-spec repository (``.github/workflows/dr-spec.yml``: plan comment
+  on pull requests, ``pulumi up`` per environment on merge, drift check), from the template
+  ``ci-workflow.yml`` that this checkout's example is also written from
 - ``files``: every file by name, and ``write_files``, the only function here that touches the disk
   (with ``check_output_folder``, which ``render`` calls before it reads the spec)
 

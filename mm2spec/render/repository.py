@@ -4,22 +4,26 @@ The repository works with the installed package and the team's own Pulumi CLI, n
 checkout: the spec (a commented skeleton, or built from ``--source``/``--target``/``--topic``) with
 the editor's schema modeline and a copy of the schema next to it, ``Pulumi.yaml`` and a stack file
 per environment, the program (``__main__.py``: one ``DisasterRecovery`` component, imported from the
-installed package so Pulumi pickles its providers by reference), ``requirements.txt``, a pre-commit config, a
-``.gitignore`` and a README for the team. ``init_files`` is pure; ``check_init_folder`` refuses a
+installed package so Pulumi pickles its providers by reference), ``requirements.txt``, the CI workflow
+(``.github/workflows/dr-spec.yml``, from ``workflow``'s template), a pre-commit config, a ``.gitignore``
+and a README for the team. ``init_files`` is pure; ``check_init_folder`` refuses a
 folder that holds files (unless ``force``) and ``write_repository`` writes through ``write_files``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mm2spec.components import versions
 from mm2spec.errors import InitRefused, OutputUnwritable, SpecInvalid
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, ENGINE_FACTS
 from mm2spec.render.files import check_output_folder, write_files
+from mm2spec.render.workflow import WORKFLOW_FILE, ci_workflow
 from mm2spec.spec.document import printable
 from mm2spec.spec.load import load_valid
 from mm2spec.spec.patterns import java_regex_error
@@ -33,6 +37,9 @@ ADDRESS = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
 ENGINES = tuple(ENGINE_FACTS)
 """The engines ``--engine`` takes (mm2's table of engines)."""
 SCHEMA_FILE = "dr-spec.schema.json"
+SKELETON_SOURCE = ("primary", ("primary-1.example.com:9092", "primary-2.example.com:9092"))
+SKELETON_TARGET = ("dr", ("dr-1.example.com:9092", "dr-2.example.com:9092"))
+"""The skeleton's placeholder clusters (alias, addresses), when init is given no --source/--target."""
 FIXED = (".gitignore", ".pre-commit-config.yaml", "__main__.py")
 """The files whose names start with '.' or '_' (``write_files``'s ``fixed``)."""
 
@@ -90,6 +97,8 @@ def init_files(options: RepositoryOptions, schema_text: str, version: str) -> di
         ".pre-commit-config.yaml": PRE_COMMIT.format(version=version),
         ".gitignore": GITIGNORE,
         "README.md": _readme(options, spec_file),
+        WORKFLOW_FILE: ci_workflow(spec_file, options.environments, _secret_names(options),
+                                   f"mm2spec[pulumi]=={version}", versions()["PULUMI_VERSION"]),
     }
     for env in options.environments:
         files[f"Pulumi.{env}.yaml"] = (
@@ -107,7 +116,7 @@ def check_init_folder(out_dir: str | Path, names: list[str], force: bool) -> lis
     if out.exists() and not out.is_dir():
         raise InitRefused(f"{shown} is not a folder: give a folder for the repository (it is created if missing)")
     present = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    clash = sorted(n for n in names if n in present)
+    clash = sorted(n for n in names if present and os.path.lexists(out / n))  # names may be paths (.github/...)
     if present and not force:
         listed = ", ".join(printable(n) for n in (clash or present)[:8]) + (" ..." if len(clash or present) > 8 else "")
         what = (f"it already has {listed}, which init would replace" if clash
@@ -122,8 +131,17 @@ def check_init_folder(out_dir: str | Path, names: list[str], force: bool) -> lis
 
 
 def write_repository(files: dict[str, str], out_dir: str | Path) -> list[Path]:
-    """Write the repository's files into ``out_dir``, all or nothing (``write_files``)."""
-    return write_files(files, out_dir, fixed=FIXED)
+    """Write the repository's files into ``out_dir`` (``write_files``, which writes one folder): the
+    top-level files all or nothing, then those in subfolders (the CI workflow), folder by folder."""
+    out = Path(out_dir)
+    folders: dict[str, dict[str, str]] = {}
+    for name, content in files.items():
+        folder, _, base = name.rpartition("/")
+        folders.setdefault(folder, {})[base] = content
+    written = write_files(folders.pop(""), out, fixed=FIXED)
+    for folder, inside in sorted(folders.items()):
+        written += write_files(inside, out / folder, fixed=FIXED)
+    return sorted(written)
 
 
 def check_spec(files: dict[str, str]) -> None:
@@ -170,7 +188,16 @@ def _flow(items) -> str:
 
 
 def _secret_name(alias: str) -> str:
-    return re.sub(r"[^A-Z0-9]", "_", alias.upper()) + "_MM2_PASSWORD"
+    """The passwordSecret the skeleton suggests for a cluster: an environment variable's name (so not
+    starting with a digit), which the CI workflow reads from the GitHub secret of that name."""
+    name = re.sub(r"[^A-Z0-9]", "_", alias.upper()) + "_MM2_PASSWORD"
+    return f"_{name}" if name[0].isdigit() else name
+
+
+def _secret_names(options: RepositoryOptions) -> tuple[str, ...]:
+    """The passwordSecret names the spec's comments suggest (source, then target): the secrets the
+    CI workflow passes on, so uncommenting a cluster's ``security`` needs no change to it."""
+    return _secret_name((options.source or SKELETON_SOURCE)[0]), _secret_name((options.target or SKELETON_TARGET)[0])
 
 
 def _cluster(alias: str, addresses: tuple[str, ...], placeholder: bool) -> str:
@@ -186,8 +213,8 @@ def _cluster(alias: str, addresses: tuple[str, ...], placeholder: bool) -> str:
 
 def _spec(options: RepositoryOptions) -> str:
     skeleton = options.source is None
-    source, source_servers = options.source or ("primary", ("primary-1.example.com:9092", "primary-2.example.com:9092"))
-    target, target_servers = options.target or ("dr", ("dr-1.example.com:9092", "dr-2.example.com:9092"))
+    source, source_servers = options.source or SKELETON_SOURCE
+    target, target_servers = options.target or SKELETON_TARGET
     topics = options.topics or ("orders", "payments-.*")
     overlays = "".join(f"  {env}: {{}}\n" for env in options.environments)
     example_env = options.environments[0]
@@ -307,6 +334,7 @@ It was started with `mm2spec init`; see mm2spec's README for every field and com
 | `{SCHEMA_FILE}` | the spec's JSON Schema, for your editor (the spec's first line names it) |
 | `Pulumi.yaml`, `Pulumi.<env>.yaml` | the Pulumi project and a stack per environment (which spec, which overlay) |
 | `__main__.py`, `requirements.txt` | the Pulumi program: mm2spec's `DisasterRecovery` component, from the installed package |
+| `.github/workflows/dr-spec.yml` | CI: each pull request's plan, `pulumi up` in order on merge, a daily drift check |
 | `.pre-commit-config.yaml` | validates the spec on every commit |
 
 ## Set up
@@ -333,5 +361,13 @@ pulumi up --stack {first}                           # apply
 {promote}```
 
 Review changes in pull requests: the preview (and `mm2spec plan --format markdown`) of each
-environment is the review; apply on merge, environment by environment.
+environment is the review; apply on merge, environment by environment. The workflow in
+`.github/workflows/dr-spec.yml` does this on GitHub: one plan comment per pull request (every
+environment, and what promotion carries from each to the next), updated on each push; `pulumi up`
+per environment in order on merge to main, each job in the GitHub environment of that name (add
+protection rules there, e.g. required reviewers for {envs[-1]}); a daily drift check that fails when
+the clusters differ from the stacks or the spec. It reads the cluster passwords from GitHub secrets
+named as the spec's `passwordSecret` ({", ".join(f"`{n}`" for n in _secret_names(options))}), and the
+Pulumi state from `PULUMI_ACCESS_TOKEN` or the variable `PULUMI_BACKEND_URL` with the secret
+`PULUMI_CONFIG_PASSPHRASE`; the runners must reach the clusters.
 """

@@ -25,7 +25,7 @@ def test_workflow_runs_commands_the_cli_has():
     steps = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
     text = "\n".join(steps)
     for command in ("mm2spec validate", "--format markdown --detailed-exitcode", "mm2spec promote",
-                    "scripts/pulumi preview", "scripts/pulumi up"):
+                    "pulumi preview", "pulumi up", "pulumi refresh"):
         assert command in text, command
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hooks[0]["entry"] == "mm2spec validate"

@@ -27,7 +27,7 @@ def test_skeleton_repository_has_every_file_and_validates(tmp_path, capsys):
     code, out, err = _init(capsys, str(repo))
     assert (code, err) == (0, "")
     assert sorted(p.name for p in repo.iterdir()) == sorted([
-        ".gitignore", ".pre-commit-config.yaml", "Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.staging.yaml",
+        ".github", ".gitignore", ".pre-commit-config.yaml", "Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.staging.yaml",
         "Pulumi.prod.yaml", "README.md", "__main__.py", "dr-spec.schema.json", "payments-dr.dr.yaml",
         "requirements.txt"])
     assert "wrote" in out and not list(repo.glob(".mm2spec-render-*"))
