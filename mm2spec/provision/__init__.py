@@ -19,9 +19,14 @@ Modules (each resource module: the inputs, what forces a replacement, the diff a
 - ``base``: the skeleton every provider shares (check, diff, read for refresh, recorded outputs, adoption) and
   ``ProvisionedResource``; a base class changes nothing in the state (see its docstring)
 - ``connection``: how a provider method reaches a cluster from its inputs (no client kept)
+- ``reads``: one read of a whole cluster shared by a large refresh's resources (kept per operation)
 - ``program``: which resources a spec means, given the live source clusters
 - ``component``: ``DisasterRecovery``, those resources as one Pulumi component for any program
   (public path ``mm2spec.pulumi``; the bundled program is one of its users)
+- ``plugin``: ``pulumi-resource-mm2spec``, the same providers served as a real Pulumi provider plugin
+  (gRPC; what makes ``pulumi import`` possible)
+- ``plugin_package``: the ``mm2spec`` package: resource tokens, schema, the plugin's resource classes
+  for programs (``mm2spec:plugin``), import IDs and the import file ``mm2spec plan`` writes
 
 May import: ``engines`` (each engine's deployment), ``spec``, ``mm2``, ``render``, ``live``,
 ``plan`` (the desired resources and the one diff), ``runtime`` (the Spark job), ``errors``,

@@ -2,7 +2,8 @@
 
 ``main`` is what ``pulumi/__main__.py`` runs: one ``DisasterRecovery`` component (``component``)
 from the stack config (``mm2spec:spec``, the spec file relative to the project root;
-``mm2spec:environment``; optional ``mm2spec:outDir`` and ``mm2spec:sparkRun``), and the stack
+``mm2spec:environment``; optional ``mm2spec:outDir``, ``mm2spec:sparkRun`` and ``mm2spec:plugin``: the
+resources served by the ``pulumi-resource-mm2spec`` plugin, ``plugin_package``), and the stack
 outputs. The component loads and validates the spec (an invalid spec stops the run with mm2spec's
 ``FILE:LINE:COL`` diagnostics, before any resource is registered), looks each cluster's password up
 by the secret name the spec gives (Pulumi secret config first, then the environment variable of
@@ -57,6 +58,9 @@ class ProgramSettings:
     """Where rendered files go (worker config, Spark job config), relative to ``root`` or absolute."""
     spark_run: bool = False
     """Engine spark: also run the mirroring job (stack config ``mm2spec:sparkRun``), not only configure it."""
+    plugin: bool = False
+    """Register the resources with the ``pulumi-resource-mm2spec`` plugin (``mm2spec:index:*`` types,
+    stack config ``mm2spec:plugin``) instead of as dynamic resources; the same providers serve both."""
 
 
 @dataclass
@@ -131,27 +135,36 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
             return into[name]
         return make
 
+    if settings.plugin:  # imported here: the dynamic resources need none of the plugin's package
+        from mm2spec.provision import plugin_package as package
+
+        topic_kind, acl_kind, connector_kind, worker_kind, spark_kind = (
+            package.PluginTopic, package.PluginAclBinding, package.PluginConnector, package.PluginWorkerConfig,
+            package.PluginSparkDeployment)
+    else:
+        topic_kind, acl_kind, connector_kind, worker_kind, spark_kind = (
+            Topic, Acl, Connector, WorkerConfig, SparkDeployment)
     declared.acl_groups = acl_groups(state, sources)
     declared.connector_names = [c["name"] for c in needs.connectors]
-    makers = ([maker(declared.topics, Topic, t.key, partial(topic_inputs, t, connections[t.cluster]))
+    makers = ([maker(declared.topics, topic_kind, t.key, partial(topic_inputs, t, connections[t.cluster]))
                for t in wanted.topics]
-              + [maker(declared.acls, Acl, g.name, partial(acl_inputs, g, connections[g.cluster]))
+              + [maker(declared.acls, acl_kind, g.name, partial(acl_inputs, g, connections[g.cluster]))
                  for g in declared.acl_groups])
 
     def dependents() -> None:
         ready = list(declared.topics.values()) + list(declared.acls.values())
         worker: list[pulumi.Resource] = []
         if needs.worker_config:
-            declared.worker_config = WorkerConfig("connect-worker",
-                                                  worker_config_inputs(state, settings.out_dir, settings.root), opts)
+            declared.worker_config = worker_kind("connect-worker",
+                                                 worker_config_inputs(state, settings.out_dir, settings.root), opts)
             worker = [declared.worker_config]
         # connectors need their worker's config first
         after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ready + worker))
         for connector in needs.connectors:
-            declared.connectors[connector["name"]] = Connector(
+            declared.connectors[connector["name"]] = connector_kind(
                 connector["name"], connector_inputs(needs.connect_url, connector, state.connect.ready_timeout_seconds), after)
         if needs.spark_deployment:
-            declared.spark_deployment = SparkDeployment(
+            declared.spark_deployment = spark_kind(
                 "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run),
                 pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ready)))
         if then is not None:
@@ -261,6 +274,7 @@ def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping
     _skip_source_positions()
     config = pulumi.Config()
     dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
-                          out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot)
+                          out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot,
+                          plugin=bool(config.get_bool("plugin")))
     export(dr.state, dr.declared)
     return dr.declared
