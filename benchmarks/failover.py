@@ -1,13 +1,16 @@
 """Planned failover end to end through the CLI, per mirroring engine: RTO split by phase, records
 skipped and re-read, and what MM2's own translation would have re-read. Prints tables.
 
-    .venv/bin/python benchmarks/failover.py                     # 100 groups, 10 topics x 6 partitions, 3 rounds
+    .venv/bin/python benchmarks/failover.py                     # every engine, 100 groups, 10 x 6, 3 rounds
+    .venv/bin/python benchmarks/failover.py --engine spark,connect --groups 1000
     .venv/bin/python benchmarks/failover.py --rounds 1 --groups 20 --topics 2   # a quick look
+    .venv/bin/python benchmarks/failover.py --engine connect --rounds 1 --groups 1000 --profile /tmp/prof
     .venv/bin/python benchmarks/failover.py --dev               # on the running `mm2spec dev up` clusters
 
-What one run is, per engine (``spark-alo``, ``spark-eos``: the Spark job at-least-once and
-exactly-once; ``connect``: MM2's rendered connectors on a Connect worker started from the spec's
-rendered worker config):
+What one run is, per engine (``spark``, ``spark-eos``: the Spark job in micro-batches,
+at-least-once and exactly-once; ``spark-rt``: the same at-least-once in Spark's Real-time Mode,
+``spark.mode: realtime``; ``connect``: MM2's rendered connectors on a Connect worker started from
+the spec's rendered worker config). Engines run one after the other, each on its own topics:
 
 * The engine's own topics ``bfo-<engine>-t<i>`` (``--partitions`` each) on primary, seeded with
   ``--seed`` records per partition; a live producer thread writes ``--rate`` records/s across
@@ -23,13 +26,17 @@ rendered worker config):
   last round stopped it; the run starts once DR's end offsets reach the source's as they were
   when the wait began (the backlog of the stopped period copied).
 * ``mm2spec failover SPEC --format json --quiet --yes`` in a subprocess; from its report: ``rto.seconds``
-  (start until the groups are committed on DR), ``rto.phases`` (each task's wall time), the totals
-  (skipped, re-read, MM2's re-read), and the command's own wall time (interpreter start included).
+  (start until the groups are committed on DR), ``rto.phases`` (each task's wall time, grouped
+  below by the playbook's phases: preflight, drain, switch, translate, commit, after the RTO),
+  the totals (skipped, re-read, MM2's re-read), and the command's own wall time (interpreter
+  start included). A round with a record skipped or re-read is flagged (the aim is 0 and 0).
+  ``--profile DIR`` runs the command under cProfile (``DIR/<engine>-r<round>.prof``): for
+  profiling the playbook's side, not for the figures (the profiler slows Python down).
 * Between rounds the DR-state record is cleared by a tombstone (``clear_state``), so the next
   round is a first failover again; the next round's groups are new ones.
 
-Medians over ``--rounds`` with the spread; the load average is printed with every run (the machine
-is shared, so figures vary with what else runs). Not a test: it asserts nothing.
+Medians over ``--rounds`` with the spread, and every round; the load average is printed with every
+run (the machine is shared, so figures vary with what else runs). Not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -65,7 +72,17 @@ from mm2spec.render import connectors, render_files, spark_job_config, write_fil
 from mm2spec.runtime import deployment
 from mm2spec.spec.load import load_desired_state
 
-ENGINES = ("spark-alo", "spark-eos", "connect")
+ENGINES = ("spark", "spark-eos", "spark-rt", "connect")
+"""spark: micro-batch at-least-once; spark-eos: micro-batch exactly-once; spark-rt: Real-time Mode
+at-least-once; connect: MM2 on a Connect worker."""
+#: The other benchmarks' name of the micro-batch at-least-once job.
+ALIASES = {"spark-alo": "spark"}
+#: The playbook's phases, by task name (``playbooks/failover.yaml``); a task not named here is
+#: shown under its own name, and a task the report marks ``inRto: false`` goes to "after RTO".
+PHASES = (("preflight", ("Preflight",)), ("fence", ("Fence",)), ("drain", ("Wait until DR holds",)),
+          ("switch", ("Record the switch", "Stop the mirror")), ("translate", ("Translate",)),
+          ("commit", ("Commit the offsets",)),
+          ("after RTO", ("Lift a fence", "Grant the clients", "Record the failover as complete", "Verify")))
 #: A JVM (the Spark driver, a Connect worker) takes a minute or more to start on two loaded cores.
 START_TIMEOUT_S = 600.0
 #: Copying the backlog of a stopped period (a few thousand records) takes seconds; the rest is load.
@@ -199,6 +216,8 @@ def write_spec(path: Path, dev: DevState, engine: str, topics: Topics, group_pre
         spec["connect"] = {"config": {"offset.flush.interval.ms": CONNECT_FLUSH_MS}}
     else:
         spec["spark"] = {"master": args.master, "checkpointLocation": str(workdir / "checkpoint")}
+        if engine == "spark-rt":
+            spec["spark"]["mode"] = "realtime"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
@@ -286,12 +305,21 @@ class Run:
     phases: dict[str, float]
     totals: dict[str, int]
     load: list[float] = field(default_factory=list)
+    after_rto: list[str] = field(default_factory=list)
+    """Tasks the report marks as not in the RTO (``inRto``: after the commit)."""
 
 
-def failover(spec: Path, mirror, engine: str, round_no: int) -> Run:
+def failover(spec: Path, mirror, engine: str, round_no: int, profile: str | None) -> Run:
     load = [load_average()]
-    command = [str(Path(sys.executable).with_name("mm2spec")), "failover", str(spec), *mirror.cli_args(), "--format", "json",
-               "--quiet", "--yes"]
+    if profile:
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        launcher = Path(profile) / "mm2spec_cli.py"  # cProfile runs a script or a module with a __main__
+        launcher.write_text("import sys\nfrom mm2spec.cli import main\nsys.exit(main())\n")
+        command = [sys.executable, "-m", "cProfile", "-o", str(Path(profile) / f"{engine}-r{round_no}.prof"),
+                   str(launcher)]
+    else:
+        command = [str(Path(sys.executable).with_name("mm2spec"))]
+    command += ["failover", str(spec), *mirror.cli_args(), "--format", "json", "--quiet", "--yes"]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=FAILOVER_TIMEOUT_S)
     wall = time.monotonic() - started
@@ -305,7 +333,26 @@ def failover(spec: Path, mirror, engine: str, round_no: int) -> Run:
         log(f"{engine} round {round_no}: exit {done.returncode}: {json.dumps(failed)[:2000]}")
     return Run(engine, round_no, report["rto"]["seconds"], round(wall, 2), done.returncode,
                {p["task"]: p["seconds"] for p in report["rto"]["phases"]}, report["totals"],
-               load + [load_average()])
+               load + [load_average()], [p["task"] for p in report["rto"]["phases"] if not p.get("inRto", True)])
+
+
+def phase_of(task: str, run: Run) -> str:
+    if task in run.after_rto:
+        return "after RTO"
+    return next((phase for phase, starts in PHASES if task.startswith(starts)), task)
+
+
+def by_phase(run: Run) -> dict[str, float]:
+    """The round's task times summed per playbook phase."""
+    found: dict[str, float] = {}
+    for task, seconds in run.phases.items():
+        found[phase_of(task, run)] = found.get(phase_of(task, run), 0.0) + seconds
+    return found
+
+
+def exact(run: Run) -> bool:
+    """The aim: no record skipped, none re-read (-1, unknown, counts as not exact)."""
+    return run.exit_code == 0 and run.totals.get("skipped") == 0 and run.totals.get("reread") == 0
 
 
 def bench_engine(engine: str, dev: DevState, args, workdir: Path) -> list[Run]:
@@ -333,13 +380,13 @@ def bench_engine(engine: str, dev: DevState, args, workdir: Path) -> list[Run]:
             live.stop()
             log(f"{engine} round {round_no}: failing over {args.groups} groups (the producer stopped after "
                 f"{live.sent} live records)")
-            run = failover(spec, mirror, engine, round_no)
+            run = failover(spec, mirror, engine, round_no, args.profile)
             runs.append(run)
             log(f"{engine} round {round_no}: RTO {run.rto_s}s (wall {run.wall_s}s), skipped "
                 f"{run.totals.get('skipped')}, re-read {run.totals.get('reread')}, MM2 would re-read "
-                f"{run.totals.get('mm2Reread')}, load {run.load}; slowest tasks: "
-                + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in
-                            sorted(run.phases.items(), key=lambda p: -p[1])[:3]))
+                f"{run.totals.get('mm2Reread')}, load {run.load}; by phase: "
+                + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in by_phase(run).items())
+                + ("" if exact(run) else "; NOT EXACT (records skipped or re-read, or the run failed)"))
         return runs
     finally:
         if live is not None and live.is_alive():
@@ -357,13 +404,14 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
-def print_tables(runs: list[Run], args) -> None:
+def print_tables(runs: list[Run], args, engines: list[str]) -> None:
+    engines = [e for e in engines if any(r.engine == e for r in runs)]
     print(f"\nPlanned failover: {args.groups} groups x {args.topics} topics x {args.partitions} partitions "
           f"({args.groups * args.topics * args.partitions} group-partitions), offsetLagMax {args.offset_lag_max}, "
-          f"live producer {args.rate:g} rec/s until the failover; median (min-max) of {args.rounds} rounds")
+          f"live producer {args.rate:g} rec/s until the failover; median (min-max) of {args.rounds} rounds"
+          + ("; under cProfile (not figures)" if args.profile else ""))
     print(f"{'engine':<10} {'RTO s':>18} {'CLI wall s':>18} {'skipped':>8} {'re-read':>8} {'MM2 re-read':>12} "
-          f"{'failed runs':>11} {'load':>12}")
-    engines = [e for e in ENGINES if any(r.engine == e for r in runs)]
+          f"{'failed runs':>11} {'load':>10}")
     for engine in engines:
         mine = [r for r in runs if r.engine == engine]
         ok = [r for r in mine if r.exit_code == 0 and r.rto_s is not None]
@@ -373,20 +421,40 @@ def print_tables(runs: list[Run], args) -> None:
               f"{max((r.totals.get('reread', 0) for r in ok), default='-'):>8} "
               f"{statistics.median(mm2) if mm2 else '-':>12} {len(mine) - len(ok):>11} "
               f"{min(min(r.load) for r in mine):.1f}-{max(max(r.load) for r in mine):.1f}")
-    print("\nRTO by phase (median seconds per task; skipped tasks not shown)")
-    phases = list(dict.fromkeys(p for r in runs for p in r.phases))
-    print(f"{'task':<60} " + " ".join(f"{e:>10}" for e in engines))
+    phases = list(dict.fromkeys(p for r in runs for p in by_phase(r)))
+    print("\nRTO by phase (median seconds; 'after RTO' is not in the RTO)")
+    print(f"{'phase':<12} " + " ".join(f"{e:>10}" for e in engines))
     for phase in phases:
         cells = []
         for engine in engines:
-            values = [r.phases[phase] for r in runs if r.engine == engine and phase in r.phases]
+            values = [by_phase(r)[phase] for r in runs if r.engine == engine and phase in by_phase(r)]
             cells.append(f"{statistics.median(values):>10.2f}" if values else f"{'-':>10}")
-        print(f"{phase[:60]:<60} " + " ".join(cells))
+        print(f"{phase:<12} " + " ".join(cells))
+    print("\nEvery round (seconds)")
+    print(f"{'engine':<10} {'round':>5} {'RTO':>7} {'wall':>7} " + " ".join(f"{p[:10]:>10}" for p in phases)
+          + f" {'skipped':>8} {'re-read':>8} {'load':>9}  exit")
+    for run in runs:
+        split = by_phase(run)
+        print(f"{run.engine:<10} {run.round:>5} {run.rto_s if run.rto_s is not None else '-':>7} {run.wall_s:>7} "
+              + " ".join(f"{split[p]:>10.2f}" if p in split else f"{'-':>10}" for p in phases)
+              + f" {run.totals.get('skipped', '-'):>8} {run.totals.get('reread', '-'):>8} "
+              f"{min(run.load):>4.1f}-{max(run.load):<4.1f}  {run.exit_code}" + ("" if exact(run) else "  NOT EXACT"))
+    print("\nTasks (median seconds)")
+    tasks = list(dict.fromkeys(t for r in runs for t in r.phases))
+    print(f"{'task':<60} " + " ".join(f"{e:>10}" for e in engines))
+    for task in tasks:
+        cells = []
+        for engine in engines:
+            values = [r.phases[task] for r in runs if r.engine == engine and task in r.phases]
+            cells.append(f"{statistics.median(values):>10.2f}" if values else f"{'-':>10}")
+        print(f"{task[:60]:<60} " + " ".join(cells))
+    print(f"\nload average now {load_average()} (1 min); {os.cpu_count()} cores")
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: " + ", ".join(ENGINES))
+    parser.add_argument("--engine", "--engines", dest="engines", action="append",
+                        help="comma-separated, repeatable: " + ", ".join(ENGINES) + " (default: all, in that order)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--topics", type=int, default=10)
@@ -397,10 +465,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--master", default="local[2]", help="the Spark job's master")
     parser.add_argument("--dev", action="store_true",
                         help="use the running `mm2spec dev up` clusters (PLAINTEXT) instead of starting a pair")
+    parser.add_argument("--profile", metavar="DIR", help="run each failover under cProfile, its stats in DIR")
     parser.add_argument("--workdir")
     parser.add_argument("--json", help="write every run to this file")
     args = parser.parse_args()
-    unknown = set(args.engines.split(",")) - set(ENGINES)
+    args.engines = list(dict.fromkeys(ALIASES.get(e.strip(), e.strip()) for value in args.engines or [",".join(ENGINES)]
+                                      for e in value.split(",") if e.strip()))
+    unknown = set(args.engines) - set(ENGINES)
     if unknown:
         parser.error(f"--engines: unknown {', '.join(sorted(unknown))} (known: {', '.join(ENGINES)})")
     return args
@@ -427,7 +498,7 @@ def main() -> int:
     dev, stack = clusters(args, workdir)
     runs: list[Run] = []
     try:
-        for engine in args.engines.split(","):
+        for engine in args.engines:
             try:
                 runs += bench_engine(engine, dev, args, workdir)
             except (RuntimeError, Mm2specError) as exc:  # the other engines' figures still count
@@ -437,7 +508,7 @@ def main() -> int:
             stack.down()
         if args.json:
             Path(args.json).write_text(json.dumps([vars(r) for r in runs], indent=1))
-    print_tables(runs, args)
+    print_tables(runs, args, args.engines)
     return 0
 
 

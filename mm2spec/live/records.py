@@ -12,13 +12,14 @@ import time
 import uuid
 from typing import Iterable, Iterator, Mapping
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.kafka import SecretLookup, client_config, env_secrets, retrying
 from mm2spec.live.types import GroupState, Record
+from mm2spec.mm2.retry import chunks
 from mm2spec.spec.model import Cluster
 
 # One fetch returns up to this many records: large enough to read a 100-record gap between two
@@ -33,6 +34,10 @@ _NO_OFFSET = -1001
 # up to the log end, where the default (500 ms) long poll then holds the broker connection: the
 # next range read (or watermark query) waits for it, 0.5 s each. Ranges read here already exist.
 _FETCH_WAIT_MS = 10
+# The admin API takes one group per offsets request: this many are sent before the first answer
+# is awaited, so 1,000 groups cost a few round trips instead of 1,000 (a failover reads and
+# writes every selected group's offsets).
+_GROUPS_IN_FLIGHT = 200
 
 
 def _record(message) -> Record:
@@ -196,18 +201,30 @@ class GroupOffsets:
         if not names:
             return {}
         members = self._members(names)
+        listed = self._each_group(names, lambda name: self._client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(name)], request_timeout=self.timeout)[name], "offsets of group {}")
         out = {}
         for name in names:
-            def call(name=name):
-                request = [ConsumerGroupTopicPartitions(name)]
-                return self._result(self._client.list_consumer_group_offsets(request, request_timeout=self.timeout)[name],
-                                    f"offsets of group {name}")
-            found = retrying(call, f"offsets of group {name}", self.cluster)
+            found = listed[name]
             offsets = {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions or ()
                        if tp.offset >= 0 and tp.offset != _NO_OFFSET}
             state, active = members.get(name, ("", ()))
             out[name] = GroupState(name, offsets, active, state)
         return out
+
+    def _each_group(self, names: list[str], send, what: str) -> dict:
+        """``send(name)``'s answer for each group: ``_GROUPS_IN_FLIGHT`` requests sent at a time; a
+        group whose request failed is sent again alone, retried while the error is retriable."""
+        answers = {}
+        for chunk in chunks(names, budget=_GROUPS_IN_FLIGHT):
+            futures = {name: send(name) for name in chunk}
+            for name, future in futures.items():
+                try:
+                    answers[name] = self._result(future, what.format(name))
+                except KafkaException:
+                    answers[name] = retrying(lambda name=name: self._result(send(name), what.format(name)),
+                                             what.format(name), self.cluster)
+        return answers
 
     def _members(self, names: list[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
         def call():
@@ -232,6 +249,21 @@ class GroupOffsets:
         failed = [f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in result.topic_partitions or () if tp.error]
         if failed:
             raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": commit offsets of group {group}: ' + "; ".join(failed))
+
+    def commit_many(self, offsets: Mapping[str, Mapping[tuple[str, int], int]]) -> None:
+        """``commit`` for many groups, their requests in flight together (``_GROUPS_IN_FLIGHT``);
+        every group is tried, then the failures are raised together."""
+        wanted = {group: [TopicPartition(t, p, o) for (t, p), o in sorted(found.items())]
+                  for group, found in offsets.items() if found}
+        results = self._each_group(sorted(wanted), lambda group: self._client.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, wanted[group])], request_timeout=self.timeout)[group],
+            "commit offsets of group {}")
+        failed = [f"{group}: " + "; ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in bad)
+                  for group, result in results.items()
+                  if (bad := [tp for tp in result.topic_partitions or () if tp.error])]
+        if failed:
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": commit offsets of '
+                                       f"{len(failed)} groups: " + " | ".join(failed[:10]))
 
     def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
         """Forget a group's committed offsets on these partitions (DeleteConsumerGroupOffsets; the

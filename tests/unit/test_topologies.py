@@ -113,6 +113,11 @@ class FakeCluster:
         self.commits.append((group, dict(offsets)))
         self.offsets.setdefault(group, {}).update(offsets)
 
+    def commit_many(self, offsets) -> None:
+        for group, found in offsets.items():
+            if found:
+                self.commit(group, found)
+
     # KafkaAdmin
     def topics(self, names=None, with_configs: bool = True, include_internal: bool = False) -> dict[str, LiveTopic]:
         found = {t: LiveTopic(t, n, 1, {}) for t, n in self.partition_counts.items()}

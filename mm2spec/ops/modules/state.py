@@ -65,10 +65,12 @@ def record(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
                             groups=_moved(ctx, flow, existing) if phase == "failed-over" else ())
         if not ctx.options.check:
             write_state(ctx.spec.cluster(flow.target), new, ctx.secrets)
+            # The run's view of the state is what it just wrote: no second read of the state topic
+            # (the lease keeps other runs from writing it meanwhile).
+            states[flow.name] = new
         verb = "would record" if ctx.options.check else "recorded"
         outcomes.append(Outcome("changed", flow.target, f"{flow.name}: {verb} {phase} in {STATE_TOPIC}",
                                 ((f"{flow.name} state", existing.phase if existing else "none", phase),), flow=flow.name))
-    ctx.failover_states(refresh=not ctx.options.check)
     return outcomes
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Iterable, Sequence
 
 from mm2spec.live.types import Record
@@ -71,6 +72,9 @@ REPLAY_HORIZON = 200
 at-least-once batch rewritten after a crash lands right after what it rewrites); a replay found
 there moves the resume point after it, so the group does not read the duplicates either."""
 
+content = attrgetter("key", "value", "timestamp", "headers")
+"""``Record.content`` as one C call: a failover at 1,000 groups takes it ~20 million times."""
+
 
 def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor: Anchor,
           horizon: int = REPLAY_HORIZON) -> Alignment:
@@ -78,18 +82,22 @@ def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor
     ``anchor.upstream`` through ``committed`` inclusive where it exists)."""
     index: dict[tuple, list[int]] = {}
     for record in source:
-        index.setdefault(record.content(), []).append(record.offset)
+        index.setdefault(content(record), []).append(record.offset)
     consumed = [r for r in source if r.offset < committed]
+    # Only a DR record with the content of a consumed record can start a replay: past the first
+    # unconsumed copy, the walk skips straight to the next such record (most walks have none).
+    consumed_keys = {content(r) for r in consumed}
     upcoming = next((r for r in source if r.offset >= committed), None)
     records = list(dr)
+    keys = list(map(content, records))
     expected = source[0].offset if source else committed
     last: tuple[int, int] | None = None  # (dr offset, source offset) of the last consumed copy
     past: int | None = None  # index in ``records`` of the first copy of an unconsumed record
     i = 0
     while i < len(records):
         record = records[i]
-        candidates = index.get(record.content())
         if past is None:
+            candidates = index.get(keys[i])
             if not candidates and expected < committed and not _repeats_only(source, expected, committed):
                 return _result(anchor, last, complete=False, mismatch=record.offset)
             copied = _choose(candidates, expected) if candidates else committed
@@ -101,7 +109,11 @@ def align(source: Sequence[Record], dr: Iterable[Record], committed: int, anchor
             continue
         if i - past > horizon:
             return _result(anchor, last, complete=True)
-        replay = _replayed(records, i, candidates or [], consumed, committed, upcoming)
+        if keys[i] not in consumed_keys:
+            end = min(len(records), past + horizon + 1)
+            i = end if consumed_keys.isdisjoint(keys[i:end]) else next(j for j in range(i, end) if keys[j] in consumed_keys)
+            continue
+        replay = _replayed(records, i, index[keys[i]], consumed, committed, upcoming)
         if replay is None:
             i += 1
             continue
@@ -213,6 +225,8 @@ class PartitionWindow:
     records: dict[int, Record] = field(default_factory=dict)
     offsets: list[int] = field(default_factory=list)
     """The offsets of ``records``, sorted (ranges are sliced with bisect)."""
+    ordered: list[Record] = field(default_factory=list)
+    """``records`` in the order of ``offsets``: a range is one slice (a failover slices ~100,000 times)."""
     covered: list[tuple[int, int]] = field(default_factory=list)
 
     def missing(self, start: int, end: int) -> list[tuple[int, int]]:
@@ -230,14 +244,17 @@ class PartitionWindow:
 
     def add(self, start: int, end: int, records: Iterable[Record]) -> None:
         for record in records:
-            if record.offset not in self.records:
-                bisect.insort(self.offsets, record.offset)
+            at = bisect.bisect_left(self.offsets, record.offset)
+            if record.offset in self.records:
+                self.ordered[at] = record
+            else:
+                self.offsets.insert(at, record.offset)
+                self.ordered.insert(at, record)
             self.records[record.offset] = record
         self.covered.append((start, end))
 
     def between(self, start: int, end: int) -> list[Record]:
-        lo, hi = bisect.bisect_left(self.offsets, start), bisect.bisect_left(self.offsets, end)
-        return [self.records[o] for o in self.offsets[lo:hi]]
+        return self.ordered[bisect.bisect_left(self.offsets, start):bisect.bisect_left(self.offsets, end)]
 
 
 def merged(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
