@@ -155,10 +155,11 @@ def end_offsets_of(bootstrap: str, topics: list[str], partitions: int) -> dict[t
     call; a partition not on the cluster yet (or whose leader is moving) is left out, so a
     comparison with the source's fails until it is there."""
     request = {TopicPartition(t, p): OffsetSpec.latest() for t in topics for p in range(partitions)}
+    admin = AdminClient(_conf(bootstrap))  # held while the futures are pending: they never end once it is gone
     found = {}
-    for tp, future in AdminClient(_conf(bootstrap)).list_offsets(request, request_timeout=30).items():
+    for tp, future in admin.list_offsets(request, request_timeout=30).items():
         try:
-            found[(tp.topic, tp.partition)] = future.result().offset
+            found[(tp.topic, tp.partition)] = future.result(timeout=60).offset
         except KafkaException:
             pass
     return found
