@@ -42,7 +42,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.pulumi_1000_topics import WRAPPER, Project  # noqa: E402
+from benchmarks.pulumi_scale import WRAPPER, Project  # noqa: E402
 from benchmarks.specs import secured_spec  # noqa: E402
 from mm2spec.dev import DevPorts, DevStack  # noqa: E402
 from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD  # noqa: E402

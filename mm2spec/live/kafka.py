@@ -16,7 +16,7 @@ import ssl
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Collection, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
@@ -39,7 +39,8 @@ from confluent_kafka.admin import (
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.types import LiveTopic
-from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE, chunks, retry_call
+from mm2spec.mm2.retry import (IDEMPOTENT_RETRIABLE, MAX_ACLS_PER_CREATE, MAX_RESOURCES_PER_DESCRIBE, RETRY_DEADLINE_S,
+                               acl_filters_per_delete, chunks, is_retriable, retry_call)
 from mm2spec.mm2.versions import Version, metadata_version_release
 from mm2spec.mm2.versions import show as show_version
 from mm2spec.spec.model import AclBinding, Cluster
@@ -428,10 +429,13 @@ class KafkaAdmin:
                           permission=binding.permission_type.name, host=binding.host)
 
     # -------------------------------------------------------------------------------- writing
-    def _resolve(self, futures: Mapping, what: str, tolerate: tuple[int, ...] = ()) -> set:
+    def _resolve(self, futures: Mapping, what: str, tolerate: tuple[int, ...] = (),
+                 retriable: Collection[str] | None = None) -> set:
         """Wait for every future; the keys that succeeded. Failures (but those in ``tolerate``) are
-        raised together, at most ``_FAILURES_SHOWN`` named."""
-        failures, done = [], set()
+        raised together, at most ``_FAILURES_SHOWN`` named; with ``retriable`` (more error names to
+        retry, see ``mm2spec.mm2.retry.is_retriable``), a retriable failure is raised as it is, for
+        ``retry_call`` to send the request again."""
+        failures, done, again = [], set(), None
         for key, future in futures.items():
             try:
                 future.result()
@@ -440,7 +444,11 @@ class KafkaAdmin:
                 error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                 if error is not None and error.code() in tolerate:
                     continue
+                if retriable is not None and again is None and is_retriable(exc, also=retriable):
+                    again = exc
                 failures.append(f"{getattr(key, 'name', key)}: {_describe_failure(exc)}")
+        if again is not None:
+            raise again
         if failures:
             more = f"; and {len(failures) - _FAILURES_SHOWN} more" if len(failures) > _FAILURES_SHOWN else ""
             raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {what} failed: '
@@ -518,21 +526,49 @@ class KafkaAdmin:
                       f"delete topic {name}", tolerate=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
 
     def create_acls(self, bindings: Iterable[AclBinding]) -> None:
-        """Create bindings; returns once the broker's view shows them (KRaft propagates ACLs
-        asynchronously, so a describe right after the write could still miss them)."""
+        """Create bindings, ``MAX_ACLS_PER_CREATE`` per request, each request sent again while it
+        fails retriably or times out (a binding that exists is no error); returns once the broker's
+        view shows them (KRaft propagates ACLs asynchronously, so a describe right after the write
+        could still miss them)."""
         bindings = list(bindings)
-        for chunk in chunks([self._to_kafka(b) for b in bindings]):  # one metadata record per binding
-            self._resolve(self._client.create_acls(chunk, request_timeout=self.timeout), "create ACLs")
+        for chunk in chunks(bindings, budget=MAX_ACLS_PER_CREATE):
+            self._acl_request(self._client.create_acls, [self._to_kafka(b) for b in chunk], "create ACLs")
         if bindings:
             self._wait_for_acls(bindings, present=True)
 
     def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
-        """Delete bindings; returns once the broker's view no longer shows them."""
+        """Delete bindings; returns once the broker's view no longer shows them.
+
+        Only those the broker still shows are sent (one DescribeAcls per principal first), so a
+        delete stopped half-way (a ``pulumi destroy`` interrupted) finishes when run again, sending
+        only what is left; a binding already gone is no error. The controller tests each filter
+        against every binding of the cluster, so a request holds fewer filters the more bindings
+        there are (``acl_filters_per_delete``), and is sent again while it fails retriably or times out."""
         bindings = list(bindings)
-        for chunk in chunks([self._to_filter(b) for b in bindings]):
-            self._resolve(self._client.delete_acls(chunk, request_timeout=self.timeout), "delete ACLs")
-        if bindings:
-            self._wait_for_acls(bindings, present=False)
+        if not bindings:
+            return
+        live = {principal: {b.key[1:] for b in self.acls(principal)} for principal in {b.principal for b in bindings}}
+        present = [b for b in bindings if b.key[1:] in live[b.principal]]
+        per_request = acl_filters_per_delete(sum(len(keys) for keys in live.values()))
+        for chunk in chunks(present, budget=per_request):
+            self._acl_request(self._client.delete_acls, [self._to_filter(b) for b in chunk], "delete ACLs")
+        if present:
+            self._wait_for_acls(present, present=False)
+
+    def _acl_request(self, send, items: list, what: str) -> None:
+        """One CreateAcls or DeleteAcls request (``send``) for ``items``, sent again while any of them
+        fails with a retriable error or a timeout (``IDEMPOTENT_RETRIABLE``: both requests may be
+        repeated); a failure that remains names the cluster and the first bindings."""
+        def call() -> None:
+            self._resolve(send(items, request_timeout=self.timeout), what, retriable=IDEMPOTENT_RETRIABLE)
+
+        try:
+            retry_call(call, also=IDEMPOTENT_RETRIABLE)
+        except KafkaException as exc:
+            first = getattr(items[0], "name", items[0])
+            raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {what} failed for {len(items)} binding(s) '
+                                       f"(e.g. {first}) after retrying for {RETRY_DEADLINE_S:.0f}s: "
+                                       f"{_describe_failure(exc)}") from None
 
     def _wait_for_acls(self, bindings: list[AclBinding], present: bool) -> None:
         by_principal: dict[str, set[tuple]] = {}

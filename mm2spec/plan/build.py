@@ -22,8 +22,8 @@ from mm2spec.mm2 import versions
 from mm2spec.mm2.engine_facts import engine_facts
 from mm2spec.mm2.versions import VersionFinding, spec_needs
 from mm2spec.live.types import FailoverState
-from mm2spec.plan.desired import (DesiredResources, TopicSpec, desired_resources, list_sources, topics_needing_configs,
-                                  with_configs)
+from mm2spec.plan.desired import (DesiredResources, TopicSpec, desired_resources, list_sources, mirrored_by_flow,
+                                  topics_needing_configs, with_configs)
 from mm2spec.plan.diff import diff_acls, diff_topic
 from mm2spec.plan.model import ClusterInfo, FlowSummary, Plan, ResourceChange
 from mm2spec.spec.model import AclBinding, DesiredState
@@ -106,25 +106,28 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: Deploym
     by_alias = {i.alias: i for i in infos}
     # The source listings name every resource; only the target topics' configs wait for the sources'
     # configs. So the reads that take time (DescribeConfigs of thousands of topics on each side, the
-    # ACLs) all run at once instead of source then target.
-    listed = list_sources(state, lambda alias: admins[alias])
-    draft = desired_resources(state, listed)
-    needed = topics_needing_configs(state, listed)
-    with ThreadPoolExecutor(max_workers=2 * len(aliases) + len(needed)) as pool:
+    # ACLs) all run at once instead of source then target; the ACLs are read during the listings.
+    with ThreadPoolExecutor(max_workers=3 * len(aliases)) as pool:
+        live_acls = {alias: pool.submit(admins[alias].acls, state.principal)
+                     for alias in aliases if state.manage_acls and by_alias[alias].authorizer}
+        listed = list_sources(state, lambda alias: admins[alias])
+        selected = mirrored_by_flow(state, listed)
+        draft = desired_resources(state, listed, selected)
+        needed = topics_needing_configs(state, listed, selected)
         source_configs = {alias: pool.submit(admins[alias].topic_configs, names) for alias, names in needed.items()}
         live = {alias: pool.submit(_live_topics, admins[alias], [t.name for t in draft.topics if t.cluster == alias])
                 for alias in aliases}
         acl_notes: dict[str, list[str]] = {alias: [] for alias in aliases}
-        acls = {alias: pool.submit(_acl_changes, state, alias, draft, admins[alias], by_alias[alias], acl_notes[alias])
-                for alias in aliases if state.manage_acls}
         sources = {alias: with_configs(listed[alias], future.result()) for alias, future in source_configs.items()}
-        resources = desired_resources(state, {**listed, **sources})
+        # The same names, so the same selection and ACLs: only the target topics' configs change.
+        resources = desired_resources(state, {**listed, **sources}, selected, draft.acls)
         changes: list[ResourceChange] = []
         for alias in aliases:
             changes += _topic_changes(alias, [t for t in resources.topics if t.cluster == alias],
                                       live[alias].result(), by_alias[alias])
-            if alias in acls:
-                changes += acls[alias].result()
+            if state.manage_acls:
+                found = live_acls[alias].result() if alias in live_acls else None
+                changes += _acl_changes(alias, resources, found, acl_notes[alias])
     notes: list[str] = [f.message() for f in findings] + version_notes
     notes += [note for alias in aliases for note in acl_notes[alias]]
     failed_over = (failover_states or read_flow_states)(state)
@@ -172,14 +175,16 @@ def acl_label(b: AclBinding) -> str:
     return f"{b.permission} {b.principal} {b.operation} {b.resource_type} {b.pattern_type} {b.resource_name}"
 
 
-def _acl_changes(state: DesiredState, alias: str, resources: DesiredResources, admin: KafkaAdmin,
-                 info: ClusterInfo, notes: list[str]) -> list[ResourceChange]:
+def _acl_changes(alias: str, resources: DesiredResources, live: "set[AclBinding] | None",
+                 notes: list[str]) -> list[ResourceChange]:
+    """The ACL changes on ``alias`` given the principal's live bindings (None: the cluster has no
+    authorizer, so nothing is compared and a note says so)."""
     desired = [b for b in resources.acls if b.cluster == alias]
-    if not info.authorizer:
+    if live is None:
         if desired:
             notes.append(f'cluster "{alias}" has no authorizer: its {len(desired)} ACL bindings are not compared')
         return []
-    create, delete = diff_acls(desired, admin.acls(state.principal))  # one DescribeAcls
+    create, delete = diff_acls(desired, live)  # one DescribeAcls
     return ([ResourceChange(alias, "acl", acl_label(b), "create", detail=b.reason) for b in create] +
             [ResourceChange(alias, "acl", acl_label(b), "delete", detail="bound to the principal but not needed by the spec")
              for b in delete])

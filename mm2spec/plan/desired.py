@@ -101,8 +101,23 @@ def _resolve_patterns(flow: MirrorFlow, field: str, patterns, selected: list[str
     return out
 
 
-def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> DesiredResources:
-    """Topics and ACLs for ``state`` given a snapshot of every flow's source cluster."""
+Selected = Mapping[str, "list[str]"]
+"""Per flow name, the source topics the flow mirrors (``mirrored_by_flow``)."""
+
+
+def mirrored_by_flow(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> dict[str, list[str]]:
+    """Per flow name, the source topics it mirrors (``MirrorFlow.mirrored_topics``). Matching every
+    pattern against 10,000 names takes a tenth of a second: a plan computes it once and passes it on."""
+    return {flow.name: flow.mirrored_topics(sources[flow.source].topics) for flow in state.mirrors}
+
+
+def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot], selected: Selected | None = None,
+                      acls: tuple[AclBinding, ...] | None = None) -> DesiredResources:
+    """Topics and ACLs for ``state`` given a snapshot of every flow's source cluster.
+
+    ``selected`` (``mirrored_by_flow`` of the same topic names) and ``acls`` (``desired_acls``, which
+    topic configs do not change) skip recomputing them."""
+    selected = mirrored_by_flow(state, sources) if selected is None else selected
     topics: dict[str, TopicSpec] = {}
     for internal in state.internal_topics:
         spec = TopicSpec(internal.cluster, internal.name, internal.partitions, internal.configs,
@@ -111,9 +126,9 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
     resolutions: list[PatternResolution] = []
     for flow in state.mirrors:
         source = sources[flow.source]
-        selected = flow.mirrored_topics(source.topics)
-        resolutions += _resolve_patterns(flow, "topics", flow.topics, selected)
-        for name in selected:
+        mirrored = selected[flow.name]
+        resolutions += _resolve_patterns(flow, "topics", flow.topics, mirrored)
+        for name in mirrored:
             live = source.topics[name]
             configs = ()
             if flow.sync_topic_configs:
@@ -130,22 +145,28 @@ def desired_resources(state: DesiredState, sources: Mapping[str, SourceSnapshot]
                              allow_replacement=flow.allow_topic_replacement, source_topic=flow.probe_topic)
             topics.setdefault(spec.key, spec)
         resolutions += _resolve_patterns(flow, "groups", flow.groups, flow.mirrored_groups(source.groups))
-    return DesiredResources(tuple(topics.values()), tuple(desired_acls(state, sources)), tuple(resolutions))
+    if acls is None:
+        acls = tuple(desired_acls(state, sources, selected))
+    return DesiredResources(tuple(topics.values()), acls, tuple(resolutions))
 
 
-def desired_acls(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> list[AclBinding]:
+def desired_acls(state: DesiredState, sources: Mapping[str, SourceSnapshot],
+                 selected: Selected | None = None) -> list[AclBinding]:
     """The spec's ACL bindings plus its regex patterns resolved to today's names (if ACLs are managed)."""
     if not state.manage_acls:
         return []
     wanted: dict[tuple, AclBinding] = {b.key: b for b in state.acl_bindings}
+    if not state.acl_patterns:
+        return list(wanted.values())
+    mirrored = mirrored_by_flow(state, sources) if selected is None else selected
     # A regex grants rights only on names some flow from that source really mirrors.
-    selected: dict[tuple[str, str], set[str]] = {}
+    by_source: dict[tuple[str, str], set[str]] = {}
     for flow in state.mirrors:
         source = sources[flow.source]
-        selected.setdefault((flow.source, "TOPIC"), set()).update(flow.mirrored_topics(source.topics))
-        selected.setdefault((flow.source, "GROUP"), set()).update(flow.mirrored_groups(source.groups))
+        by_source.setdefault((flow.source, "TOPIC"), set()).update(mirrored[flow.name])
+        by_source.setdefault((flow.source, "GROUP"), set()).update(flow.mirrored_groups(source.groups))
     for pattern in state.acl_patterns:
-        names = selected.get((pattern.source_cluster, pattern.resource_type), set())
+        names = by_source.get((pattern.source_cluster, pattern.resource_type), set())
         regex = python_regex(pattern.regex)
         for name in sorted(names):
             if not regex.fullmatch(name):
@@ -182,13 +203,15 @@ def list_sources(state: DesiredState, admin_for) -> dict[str, SourceSnapshot]:
     return snapshots
 
 
-def topics_needing_configs(state: DesiredState, sources: Mapping[str, SourceSnapshot]) -> dict[str, list[str]]:
+def topics_needing_configs(state: DesiredState, sources: Mapping[str, SourceSnapshot],
+                           selected: Selected | None = None) -> dict[str, list[str]]:
     """Per source alias, the topics whose configs desired state copies: those a flow mirrors with
     ``syncTopicConfigs``. A source with none is absent."""
+    mirrored = mirrored_by_flow(state, sources) if selected is None else selected
     needed: dict[str, set[str]] = {}
     for flow in state.mirrors:
         if flow.sync_topic_configs:
-            needed.setdefault(flow.source, set()).update(flow.mirrored_topics(sources[flow.source].topics))
+            needed.setdefault(flow.source, set()).update(mirrored[flow.name])
     return {alias: sorted(names) for alias, names in needed.items() if names}
 
 

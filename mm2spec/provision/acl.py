@@ -28,7 +28,12 @@ stand for (the diff ``mm2spec plan`` uses).
 ``pulumi refresh`` reads the bindings back (``read_acl``: one DescribeAcls of the principal's
 bindings of this type and pattern): ``resources`` becomes what is live of the names the resource
 holds, so a binding deleted behind the stack shows, and the next preview creates it again; a
-resource none of whose bindings is left reads back gone.
+resource none of whose bindings is left reads back gone. A refresh of many ACL resources of one
+principal shares one DescribeAcls of all its bindings (``mm2spec.provision.reads``).
+
+Writes go in bounded requests (``KafkaAdmin.create_acls`` / ``delete_acls``), each sent again while
+it fails retriably or times out; a delete sends only the bindings still there, so a ``destroy``
+stopped half-way finishes when run again.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 from mm2spec.errors import KafkaOperationFailed, ProvisionFailed
 from mm2spec.plan.desired import SourceSnapshot, desired_acls
 from mm2spec.plan.diff import diff_acls
-from mm2spec.provision import connection
+from mm2spec.provision import connection, reads
 from mm2spec.provision.base import ProvisionedResource, Provider
 from mm2spec.provision.connection import CONNECTION_KEYS
 from mm2spec.spec.model import AclBinding, DesiredState
@@ -158,11 +163,26 @@ def read_acl(admin, props: Mapping[str, Any]) -> dict[str, Any] | None:
     cluster grants with its binding (principal, type, pattern, permission, host); None when none is
     left. One DescribeAcls (``KafkaAdmin.acls``) whatever the number of names."""
     b = props["binding"]
+    return acl_read(admin.acls(b["principal"], b["resourceType"], None, b["patternType"]), props)
+
+
+def acl_read(live: Iterable[AclBinding], props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``read_acl``'s answer given live bindings of the resource's principal (any others are ignored)."""
+    b = props["binding"]
     names = set(props.get("resources") or {})
-    permission, host = b.get("permission") or "ALLOW", b.get("host") or "*"
-    live = admin.acls(b["principal"], b["resourceType"], None, b["patternType"])
-    held = _as_map(x for x in live if x.resource_name in names and (x.permission, x.host) == (permission, host))
+    wanted = (b["resourceType"], b["patternType"], b.get("permission") or "ALLOW", b.get("host") or "*")
+    held = _as_map(x for x in live if x.resource_name in names
+                   and (x.resource_type, x.pattern_type, x.permission, x.host) == wanted)
     return {"resources": held} if held else None
+
+
+def index_by_name(bindings: Iterable[AclBinding]) -> dict[str, list[AclBinding]]:
+    """A principal's bindings by resource name: what a large refresh shares (``mm2spec.provision.reads``),
+    so each ACL resource looks up its own names instead of walking every binding."""
+    index: dict[str, list[AclBinding]] = {}
+    for x in bindings:
+        index.setdefault(x.resource_name, []).append(x)
+    return index
 
 
 class AclProvider(Provider):
@@ -200,9 +220,16 @@ class AclProvider(Provider):
         return DiffResult(changes=bool(create or delete or self.changed_inputs(olds, news)))
 
     def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        return read_acl(connection.admin(props, prefer_current=True), props)
+        admin = connection.admin(props, prefer_current=True)
+        principal = props["binding"]["principal"]
+        index = reads.shared("acls", connection.cluster_from(props), lambda: index_by_name(admin.acls(principal)),
+                             principal)
+        if index is None:
+            return read_acl(admin, props)
+        return acl_read((x for name in props.get("resources") or {} for x in index.get(name, ())), props)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        reads.forget(connection.cluster_from(props))
         admin = connection.admin(props)
         b = props["binding"]
         # One DescribeAcls for the whole group: the principal's bindings of this type and pattern.
@@ -213,6 +240,7 @@ class AclProvider(Provider):
         return CreateResult(_id(props), self.outputs(props, preexisting=_as_map(preexisting)))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        reads.forget(connection.cluster_from(news))
         admin = connection.admin(news)
         preexisting = set(bindings_of(olds, olds.get("preexisting") or {}))
         create, delete = diff_acls(bindings_of(news), bindings_of(olds))
@@ -223,7 +251,8 @@ class AclProvider(Provider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         preexisting = set(bindings_of(props, props.get("preexisting") or {}))
         owned = [b for b in bindings_of(props) if b not in preexisting]
-        if owned:
+        if owned:  # in bounded requests; those already gone are skipped (a re-run finishes a stopped destroy)
+            reads.forget(connection.cluster_from(props))
             connection.admin(props, prefer_current=True).delete_acls(owned)
 
 

@@ -176,7 +176,7 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
 
 #: Resources registered per wave (see ``in_waves``): at roughly 10 ms of work per resource, a wave
 #: keeps the engine busy for a couple of seconds while the program prepares the next one, and the
-#: first wave reaches the engine without waiting for the rest (``benchmarks/pulumi_1000_topics.py``).
+#: first wave reaches the engine without waiting for the rest (``benchmarks/pulumi_scale.py``).
 WAVE = 200
 
 

@@ -17,7 +17,8 @@ network); create and update read the live topic and apply the same diff to it. `
 reads the live topic (``read_topic``: its partition count and the configs set on it) into the
 outputs, so a config altered or a partition added behind the stack shows, and the next preview
 makes the change ``mm2spec plan`` shows (a partition added is then refused, as in the plan); a
-topic deleted behind the stack reads back gone, and the next ``up`` creates it.
+topic deleted behind the stack reads back gone, and the next ``up`` creates it. A refresh of many
+topics on one cluster shares one read of the whole cluster (``mm2spec.provision.reads``).
 
 What ``destroy`` deletes: a topic the stack created, and a topic it found already there but empty
 (no partition had ever been written to: every end offset 0). Such a topic is what a ``pulumi up``
@@ -44,7 +45,7 @@ from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.types import LiveTopic
 from mm2spec.plan.desired import TopicSpec
 from mm2spec.plan.diff import Change, diff_configs, diff_topic
-from mm2spec.provision import connection
+from mm2spec.provision import connection, reads
 from mm2spec.provision.base import ADOPTED, ProvisionedResource, Provider
 from mm2spec.provision.connection import CONNECTION_KEYS
 
@@ -103,7 +104,17 @@ def read_topic(admin: KafkaAdmin, props: Mapping[str, Any]) -> dict[str, Any] | 
     One ``KafkaAdmin.topics`` read (DescribeTopics and DescribeConfigs of this topic): only configs
     set on the topic count, as in ``mm2spec plan``, so broker defaults never show as drift.
     """
-    live = admin.topics([props["name"]]).get(props["name"])
+    return topic_read(admin.topics([props["name"]]).get(props["name"]), props)
+
+
+def read_all_topics(admin: KafkaAdmin) -> dict[str, LiveTopic]:
+    """Every topic of the cluster with the configs set on it: one metadata listing and one batched
+    DescribeConfigs, what a large refresh shares (``mm2spec.provision.reads``)."""
+    return admin.topics(include_internal=True)
+
+
+def topic_read(live: LiveTopic | None, props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``read_topic``'s answer given the live topic (None: gone)."""
     if live is None:
         return None
     read: dict[str, Any] = {"partitions": live.partitions, "configs": dict(live.configs)}
@@ -149,9 +160,16 @@ class TopicProvider(Provider):
         return DiffResult(changes=change.action != "no-op" or bool(self.changed_inputs(olds, news)))
 
     def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        return read_topic(connection.admin(props, prefer_current=True), props)
+        admin = connection.admin(props, prefer_current=True)
+        everything = reads.shared("topics", connection.cluster_from(props), lambda: read_all_topics(admin))
+        if everything is not None and props["name"] in everything:
+            return topic_read(everything[props["name"]], props)
+        # Read alone: few reads of this cluster so far, or a name the listing lacks (a listing can
+        # lag behind a topic created a moment ago; a topic gone is confirmed by its own describe).
+        return read_topic(admin, props)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        reads.forget(connection.cluster_from(props))
         admin = connection.admin(props)
         name = props["name"]
         created = admin.create_topic(name, int(props["partitions"]), _rf(props),
@@ -165,12 +183,14 @@ class TopicProvider(Provider):
         return CreateResult(f"{props['cluster']}/{name}", self.outputs(props, adopted=adopted))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        reads.forget(connection.cluster_from(news))
         self._reconcile(connection.admin(news), news)
         return UpdateResult(self.outputs(news, adopted=bool(olds.get(ADOPTED))))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         if self.leave_adopted(props, f"{_where(props)} existed before this stack"):
             return
+        reads.forget(connection.cluster_from(props))
         admin = connection.admin(props, prefer_current=True)
         admin.delete_topic(props["name"])
         _wait_gone(admin, props)

@@ -1,0 +1,185 @@
+"""Benchmark: the project's Pulumi program at 1,000 or 10,000 mirrored topics, every phase of a stack's life.
+
+Starts its own secured dev pair (SASL/SCRAM + StandardAuthorizer) on free ports, creates the source
+topics on ``primary`` (one partition each by default, through ``KafkaAdmin.create_topics``, which
+chunks its CreateTopics: one request for 10,000 topics is refused with POLICY_VIOLATION), and runs
+the repository's Pulumi program through scripts/pulumi in a temporary project (its own file
+backend, ``PULUMI_SKIP_CHECKPOINTS=true`` unless ``--checkpoints``). Times, in this order:
+
+1. ``preview`` (everything to create);
+2. ``up --skip-preview`` (create);
+3. ``up --yes``, no changes (its preview, then the update, as ``pulumi up --yes`` runs by default);
+4. ``preview --expect-no-changes``, no changes;
+5. ``refresh --preview-only --expect-no-changes``, no drift (every resource's ``read``: the CI drift check);
+6. ``destroy --skip-preview``; should it fail, it is run once more (a destroy stopped half-way must
+   finish when run again) and both rows are shown.
+
+Prints a table with the seconds of each phase and the load average at its end; asserts nothing.
+
+    .venv/bin/python benchmarks/pulumi_scale.py [--topics 1000|10000] [--acls regex|literal]
+                                                [--partitions 1] [--checkpoints]
+
+``--acls regex`` (default) selects the topics with one regular expression, so their ACLs are one
+resource per cluster and statement (the names the regex matches); ``--acls literal`` lists every
+topic in the spec, so each gets ACL resources of its own on both clusters (three resources per topic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.specs import secured_spec  # noqa: E402
+from mm2spec.dev import DevPorts, DevStack  # noqa: E402
+from mm2spec.dev.config import ADMIN_PASSWORD, MM2_PASSWORD  # noqa: E402
+from mm2spec.live.kafka import KafkaAdmin  # noqa: E402
+from mm2spec.spec.model import Cluster, Security  # noqa: E402
+
+WRAPPER = ROOT / "scripts" / "pulumi"
+
+
+def spec_for(state, topics: list[str]) -> dict:
+    return secured_spec(state, topics, "bench-pulumi")
+
+
+class Project:
+    """A temporary Pulumi project running the repository's program, with its own backend."""
+
+    def __init__(self, root: Path, env: dict[str, str]):
+        self.dir = root / "project"
+        self.dir.mkdir()
+        (root / "state").mkdir()
+        (self.dir / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text().replace(
+            "virtualenv: .venv", f"virtualenv: {ROOT / '.venv'}"))
+        (self.dir / "pulumi").symlink_to(ROOT / "pulumi")
+        self.env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{root / 'state'}", "PULUMI_HOME": str(root / "home"),
+                    "PULUMI_CONFIG_PASSPHRASE": "bench", "NO_COLOR": "1", **env}
+
+    def attempt(self, *args: str) -> tuple[float, subprocess.CompletedProcess]:
+        """Run ``pulumi ARGS``; the seconds it took and how it ended."""
+        start = time.perf_counter()
+        done = subprocess.run([str(WRAPPER), *args, "--non-interactive"], cwd=self.dir, env=self.env,
+                              capture_output=True, text=True)
+        return time.perf_counter() - start, done
+
+    def run(self, *args: str) -> tuple[float, subprocess.CompletedProcess]:
+        """``attempt``, exiting with Pulumi's output if the command fails."""
+        elapsed, done = self.attempt(*args)
+        if done.returncode != 0:
+            sys.exit(f"pulumi {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        return elapsed, done
+
+
+def summary(done: subprocess.CompletedProcess) -> str:
+    """Pulumi's resource counts (``Resources:`` block), on one line."""
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    start = next((i for i, line in enumerate(lines) if line == "Resources:"), None)
+    if start is None:
+        return ""
+    picked = []
+    for line in lines[start + 1:]:
+        if not line or line.startswith("Duration"):
+            break
+        picked.append(line)
+    return ", ".join(picked)
+
+
+def failure(done: subprocess.CompletedProcess) -> str:
+    """The first error line Pulumi printed, shortened for a table cell."""
+    for line in (done.stdout + "\n" + done.stderr).splitlines():
+        if "error:" in line:
+            return line.strip()[:160].replace("|", "/")
+    return f"exit {done.returncode}"
+
+
+def state_size(project: Project) -> str:
+    exported = json.loads(project.run("stack", "export")[1].stdout)
+    counts: dict[str, int] = {}
+    for resource in exported["deployment"]["resources"]:
+        counts[resource["type"]] = counts.get(resource["type"], 0) + 1
+    return f"{', '.join(f'{n} {t}' for t, n in sorted(counts.items()))}; {len(json.dumps(exported)) / 1e6:.1f} MB"
+
+
+PHASES = (
+    ("preview (all to create)", ("preview",)),
+    ("up --skip-preview (create)", ("up", "--yes", "--skip-preview")),
+    ("up --yes, no changes (preview + update)", ("up", "--yes")),
+    ("preview --expect-no-changes", ("preview", "--expect-no-changes")),
+    ("refresh --preview-only --expect-no-changes", ("refresh", "--preview-only", "--expect-no-changes")),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--topics", type=int, default=1000, help="source topics to mirror (1000, 10000)")
+    parser.add_argument("--acls", choices=["regex", "literal"], default="regex")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of each source topic")
+    parser.add_argument("--checkpoints", action="store_true", help="let Pulumi write the state after every step")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="mm2spec-bench-pulumi-"))
+    stack = DevStack(root / "dev", ports=DevPorts.free(), secure=True, tie_to_parent=True, echo=lambda _l: None)
+    print(f"starting a secured dev pair in {root} ...", flush=True)
+    state = stack.up(with_connect=False, timeout=180)
+    try:
+        from confluent_kafka.admin import NewTopic
+
+        names = [f"bench-{i:05d}" for i in range(args.topics)]
+        admin = KafkaAdmin(Cluster("primary", (state.primary.bootstrap,),
+                                   Security("SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", "BENCH_ADMIN_PASSWORD")),
+                           secrets=lambda _n: ADMIN_PASSWORD, timeout=120)
+        start = time.perf_counter()
+        admin.create_topics([NewTopic(n, args.partitions, -1, config={"retention.ms": "86400000"}) for n in names])
+        print(f"setup: {args.topics} source topics x {args.partitions} partition(s) in "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+        selectors = ["bench-[0-9]+"] if args.acls == "regex" else names
+        env = {"BENCH_MM2_PASSWORD": MM2_PASSWORD, "BENCH_ADMIN_PASSWORD": ADMIN_PASSWORD}
+        if not args.checkpoints:
+            env["PULUMI_SKIP_CHECKPOINTS"] = "true"
+        project = Project(root, env)
+        (project.dir / "spec.yaml").write_text(yaml.safe_dump(spec_for(state, selectors), sort_keys=False))
+        project.run("login")
+        project.run("stack", "init", "bench")
+        project.run("config", "set", "mm2spec:spec", "spec.yaml")
+
+        rows: list[tuple[str, str, str, float]] = []
+
+        def phase(label: str, command: tuple[str, ...], must_pass: bool = True) -> bool:
+            elapsed, done = (project.run if must_pass else project.attempt)(*command, "--suppress-outputs",
+                                                                             "--suppress-progress")
+            what = summary(done) if done.returncode == 0 else f"failed: {failure(done)}"
+            load = os.getloadavg()[0]
+            rows.append((label, f"{elapsed:.1f}", what, load))
+            print(f"{label}: {elapsed:.1f} s, load {load:.1f} ({what})", flush=True)
+            return done.returncode == 0
+
+        for label, command in PHASES:
+            phase(label, command)
+            if label.endswith("(create)"):
+                print(f"  state: {state_size(project)}", flush=True)
+        if not phase("destroy --skip-preview", ("destroy", "--yes", "--skip-preview"), must_pass=False):
+            phase("destroy --skip-preview, run again", ("destroy", "--yes", "--skip-preview"), must_pass=False)
+
+        print()
+        print(f"| {args.topics} source topics, ACLs per {args.acls}, checkpoints "
+              f"{'on' if args.checkpoints else 'skipped'} | seconds | load average | resources |")
+        print("|---|---|---|---|")
+        for label, elapsed, what, load in rows:
+            print(f"| `pulumi {label}` | {elapsed} | {load:.1f} | {what} |")
+        print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    finally:
+        stack.down()
+
+
+if __name__ == "__main__":
+    main()

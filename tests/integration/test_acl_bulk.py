@@ -1,0 +1,57 @@
+"""ACL writes in bounded requests on a real authorizer: a delete stopped half-way finishes when run
+again, and deleting bindings already gone sends nothing (``KafkaAdmin.delete_acls``)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from mm2spec.dev import ADMIN_PASSWORD
+from mm2spec.errors import KafkaOperationFailed
+from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.mm2 import retry
+from mm2spec.spec.model import AclBinding, Cluster, Security
+
+pytestmark = pytest.mark.integration
+
+
+class Stopping:
+    """The admin client, with its ``stop_at``-th DeleteAcls request failing as a killed run would leave it."""
+
+    def __init__(self, client, stop_at: int | None):
+        self.client, self.stop_at, self.deletes = client, stop_at, []
+
+    def delete_acls(self, filters, **kwargs):
+        self.deletes.append(len(filters))
+        if len(self.deletes) == self.stop_at:
+            raise KafkaOperationFailed('cluster "dr": stopped half-way')
+        return self.client.delete_acls(filters, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+def test_a_delete_stopped_half_way_finishes_when_run_again(secure_kafka_pair, monkeypatch):
+    cluster = Cluster("dr", (secure_kafka_pair.dr.bootstrap,),
+                      Security("SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", "IT_ADMIN_PASSWORD"))
+    admin = KafkaAdmin(cluster, secrets=lambda _name: ADMIN_PASSWORD)
+    principal = f"User:bulk-{uuid.uuid4().hex[:8]}"
+    bindings = [AclBinding("dr", principal, "TOPIC", f"bulk-{i:04d}", "LITERAL", op)
+                for i in range(600) for op in ("READ", "DESCRIBE")]
+    admin.create_acls(bindings)  # two CreateAcls requests (MAX_ACLS_PER_CREATE)
+    assert len(admin.acls(principal)) == 1200
+    monkeypatch.setattr(retry, "MAX_ACL_FILTERS_PER_DELETE", 300)  # four DeleteAcls requests
+
+    real = admin._client
+    admin._client = Stopping(real, stop_at=3)
+    with pytest.raises(KafkaOperationFailed, match="stopped half-way"):
+        admin.delete_acls(bindings)
+    assert len(admin.acls(principal)) == 600
+
+    admin._client = Stopping(real, stop_at=None)
+    admin.delete_acls(bindings)  # the same list, as the state still holds it: only what is left is sent
+    assert admin._client.deletes == [300, 300]
+    assert admin.acls(principal) == set()
+    admin.delete_acls(bindings)  # all gone: success, no request
+    assert admin._client.deletes == [300, 300]
