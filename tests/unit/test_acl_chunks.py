@@ -67,6 +67,16 @@ def _admin(client: FakeAcls) -> KafkaAdmin:
     return admin
 
 
+def _created(count: int) -> tuple[FakeAcls, KafkaAdmin, list[AclBinding]]:
+    """A fake cluster holding ``count`` bindings created through the admin, its requests forgotten."""
+    client = FakeAcls()
+    admin = _admin(client)
+    bindings = _bindings(count)
+    admin.create_acls(bindings)
+    client.requests.clear()
+    return client, admin, bindings
+
+
 def _bindings(count: int) -> list[AclBinding]:
     return [AclBinding("dr", "User:mm2", "TOPIC", f"bench-{i:05d}", "LITERAL", op)
             for i in range(count // 2) for op in ("READ", "DESCRIBE")]
@@ -96,21 +106,13 @@ def test_a_delete_holds_fewer_filters_the_more_bindings_the_cluster_holds(monkey
     assert acl_filters_per_delete(1_500) == 200
     assert acl_filters_per_delete(30) == MAX_ACL_FILTERS_PER_DELETE
     assert acl_filters_per_delete(10**9) == 1
-    client = FakeAcls()
-    admin = _admin(client)
-    bindings = _bindings(1_500)
-    admin.create_acls(bindings)
-    client.requests.clear()
+    client, admin, bindings = _created(1_500)
     admin.delete_acls(bindings)
     assert [size for _kind, size in client.requests] == [200] * 7 + [100]
 
 
 def test_a_timed_out_request_is_sent_again_and_only_that_one():
-    client = FakeAcls()
-    admin = _admin(client)
-    bindings = _bindings(3 * MAX_ACL_FILTERS_PER_DELETE)
-    admin.create_acls(bindings)
-    client.requests.clear()
+    client, admin, bindings = _created(3 * MAX_ACL_FILTERS_PER_DELETE)
     client.fail = [None, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT]  # the second request, twice
     admin.delete_acls(bindings)
     assert [size for _kind, size in client.requests] == [MAX_ACL_FILTERS_PER_DELETE] * 5
@@ -118,11 +120,7 @@ def test_a_timed_out_request_is_sent_again_and_only_that_one():
 
 
 def test_a_delete_stopped_half_way_finishes_when_run_again_sending_only_what_is_left():
-    client = FakeAcls()
-    admin = _admin(client)
-    bindings = _bindings(4 * MAX_ACL_FILTERS_PER_DELETE)
-    admin.create_acls(bindings)
-    client.requests.clear()
+    client, admin, bindings = _created(4 * MAX_ACL_FILTERS_PER_DELETE)
     client.fail = [None, KafkaError.CLUSTER_AUTHORIZATION_FAILED]  # the first run stops at its second request
     with pytest.raises(KafkaOperationFailed, match='cluster "dr": delete ACLs failed'):
         admin.delete_acls(bindings)
