@@ -4,6 +4,8 @@
 #   pulumi-language-python          mm2spec's own Python language host (tools/pulumi/cmd/...)
 #   pulumi-language-python-exec     } scripts shipped in github.com/pulumi/pulumi/sdk/v3
 #   pulumi-resource-pulumi-python   } (the program launcher and the dynamic-provider plugin)
+#   pulumi-language-nodejs          } mm2spec's own SDK-generation host (tools/pulumi/cmd/pulumi-language-sdkgen),
+#   pulumi-language-go              } one binary under two names: `pulumi package gen-sdk --language nodejs|go`
 # The version comes from tools/pulumi/go.mod, which must agree with PULUMI_VERSION in
 # scripts/versions.env. Needs Go; the Go module and build caches stay at their defaults, so a
 # rebuild after a wipe of $MM2SPEC_CACHE only relinks (~30 s). A cold build takes 8-30 minutes.
@@ -29,6 +31,7 @@ force=0
 installed_ok() {
   [ -x "$bin/pulumi" ] && [ -x "$bin/pulumi-language-python" ] &&
     [ -x "$bin/pulumi-language-python-exec" ] && [ -x "$bin/pulumi-resource-pulumi-python" ] &&
+    [ -x "$bin/pulumi-language-nodejs" ] && [ -x "$bin/pulumi-language-go" ] &&
     [ "$(PULUMI_SKIP_UPDATE_CHECK=1 PULUMI_HOME="$dest/home" "$bin/pulumi" version 2>/dev/null)" = "$want" ]
 }
 
@@ -63,6 +66,11 @@ step "building pulumi $want: SLOW the first time: ~1.5 GB of Go modules, then ~8
 go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 step "building pulumi-language-python"
 go build -p "$jobs" -trimpath -ldflags "-X main.version=$want" -o "$tmp/bin/pulumi-language-python" ./cmd/pulumi-language-python
+# Pulumi's own Node.js and Go hosts are Go modules the proxy does not serve; gen-sdk only needs their
+# GeneratePackage, i.e. pkg/v3's code generators (~15 s more to compile and link, once).
+step "building pulumi-language-nodejs and pulumi-language-go (SDK generation only)"
+go build -p "$jobs" -trimpath -ldflags "-X main.version=$want" -o "$tmp/bin/pulumi-language-nodejs" ./cmd/pulumi-language-sdkgen
+cp "$tmp/bin/pulumi-language-nodejs" "$tmp/bin/pulumi-language-go"
 
 sdkdir="$(go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)"
 [ -n "$sdkdir" ] && [ -d "$sdkdir/python" ] || die "could not find the github.com/pulumi/pulumi/sdk/v3 module in the Go module cache"

@@ -9,6 +9,8 @@ This module holds only what a real package adds:
 - ``TOKENS``: resource type token -> the provider instance that serves it;
 - ``schema``: the package schema (``pulumi package get-schema`` / ``gen-sdk``), built from each
   provider's ``input_keys`` so it cannot drift from what the providers record;
+- ``write_schema`` (``python -m mm2spec.provision.plugin_package --schema FILE``): that schema as
+  a file, for ``pulumi package gen-sdk FILE --language nodejs|go`` (TypeScript and Go SDKs);
 - ``PluginResource`` and its subclasses: the resources a Python program registers with the plugin
   (``program.declare`` with ``ProgramSettings.plugin``);
 - ``importables`` / ``import_entries``: the resources a spec means, by the import ID of each, and
@@ -25,7 +27,9 @@ where the program declares it.
 from __future__ import annotations
 
 import json
+import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import pulumi
@@ -121,6 +125,15 @@ def schema() -> dict[str, Any]:
 
 def schema_text() -> str:
     return json.dumps(schema(), indent=2, sort_keys=True)
+
+
+def write_schema(path: str | Path) -> Path:
+    """Write the package schema to ``path`` (folders made as needed): the file
+    ``pulumi package gen-sdk FILE --language nodejs|go`` turns into a TypeScript or Go SDK."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(schema_text() + "\n", encoding="utf-8")
+    return target
 
 
 #: Token -> the type its dynamic twin has in existing stacks (``ProvisionedResource``'s module and name).
@@ -275,3 +288,23 @@ def import_entries(found: Iterable[Importable], component: str | None) -> dict[s
             entry["parent"] = component
         resources.append(entry)
     return {"resources": resources}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m mm2spec.provision.plugin_package --schema FILE``: the schema, without a stack,
+    a spec or the Pulumi CLI (``pulumi package get-schema pulumi-resource-mm2spec`` gives the same)."""
+    parser = argparse.ArgumentParser(prog="python -m mm2spec.provision.plugin_package",
+                                     description="Write the mm2spec Pulumi package schema.")
+    parser.add_argument("--schema", metavar="FILE", required=True,
+                        help="where to write the schema (JSON), e.g. for `pulumi package gen-sdk FILE`")
+    args = parser.parse_args(argv)
+    try:
+        write_schema(args.schema)
+    except OSError as exc:
+        # SystemExit with a message: Python shows it on stderr and exits 1, no traceback.
+        raise SystemExit(f"cannot write the schema to {args.schema}: {exc.strerror or exc}; "
+                         "choose a writable path") from None
+
+
+if __name__ == "__main__":
+    main()
