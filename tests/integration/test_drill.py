@@ -53,8 +53,9 @@ MIRROR = {"name": "drill-flow", "offsetLagMax": 10, "emitCheckpointsIntervalSeco
 def _spec(tmp: Path, pair) -> Path:
     """Flow ``drill-flow`` of ``drill-.*`` (topics and groups): the drill writes to the flow's probe topic
     mm2spec-probe-drill-flow (its own, no other test's mirror carries it) with group drill-mm2spec-drill-probe."""
-    spark = {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
-    spec = {**spec_for(pair, ["drill-.*"], ["drill-.*"], name="it-drill", mirror=MIRROR), "spark": spark}
+    spec = spec_for(pair, ["drill-.*"], ["drill-.*"], name="it-drill", mirror=MIRROR)
+    # spec_for's spark section holds a free /metrics port: extended, not replaced
+    spec["spark"] |= {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}
     (tmp / "drill.dr.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return tmp / "drill.dr.yaml"
 
