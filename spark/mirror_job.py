@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jars", help="comma-separated jars for spark.jars (default: the installed connector)")
     parser.add_argument("--master", help="override spark.master from the config")
     parser.add_argument("--max-restarts", type=int, help="give up after this many failed-query restarts")
+    parser.add_argument("--control-file", help='JSON {"paused": [flow names]}: flows whose queries stay stopped '
+                        "while the others run (read at start and about once a second)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from mm2spark.pipeline import run
 
     try:
-        return run(job, jars, status_file, max_restarts=args.max_restarts)
+        return run(job, jars, status_file, max_restarts=args.max_restarts, control_file=args.control_file)
     except (JobConfigError, Mm2specError) as exc:  # at start: a cluster away, an unusable setting
         return _user_error(exc)
 

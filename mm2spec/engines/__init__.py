@@ -64,6 +64,8 @@ class Action:
     """(what, before, after) lines."""
     flow: str = ""
     """The flow it concerns, or empty for a deployment every flow shares."""
+    stops_every_flow: bool = False
+    """It stopped (would stop) a deployment every flow of the spec shares, not only the flows asked for."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,12 @@ Starting from given offsets is checkpoint surgery: the job is stopped (never res
 under a running query), each flow's checkpoint folder is set aside, a start-offsets file is left
 beside it (``mm2spec.mm2.spark_checkpoint``), and with exactly-once the writer's progress group
 forgets those partitions; the job then starts those flows from the file.
+
+Stopping some of the job's flows (one direction of an active-active pair, one source of a fan-in)
+pauses them in the running job (``deployment.pause_flows``: its control loop stops their queries)
+while the others mirror on; ``start_from`` resets a paused flow's checkpoint and resumes it, with no
+job restart. With a ``k8s://`` master the control file is not where the driver runs: the job
+stops and starts whole there.
 """
 
 from __future__ import annotations
@@ -66,36 +72,92 @@ class SparkEngine(Engine):
     def plan_changes(self, stopped_on_purpose: bool) -> tuple[list[ResourceChange], list[str]]:
         return deployment_changes(self.spec, deployed_job(self.spec.name, self.state_dir), stopped_on_purpose), []
 
+    @property
+    def pauses_flows(self) -> bool:
+        """Whether a flow can stop alone (the control file is beside the driver); not on Kubernetes."""
+        return not self.spec.spark.master.startswith("k8s://")
+
     def running(self, flow: MirrorFlow) -> Running:
         status = deployment.status(self.state_dir)
-        return Running(status.running, f"Spark job {status.state}" + (f" (pid {status.pid})" if status.pid else ""))
+        seen = f"Spark job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
+        if status.running and self.pauses_flows and self._paused(flow.name, status):
+            return Running(False, f"{seen}, {flow.name} paused")
+        return Running(status.running, seen)
+
+    @staticmethod
+    def _paused(name: str, status: deployment.MirrorStatus) -> bool:
+        """What the job says (a flow the control file names may not have stopped yet)."""
+        return (status.flows.get(name) or {}).get("state") == "paused"
 
     def stop(self, flows: Sequence[MirrorFlow], *, check: bool, timeout: float) -> list[Action]:
-        """The one job runs every flow: it stops whole (SIGTERM, then SIGKILL after its grace period)."""
-        current = self.running(flows[0]) if flows else Running(False, "")
-        if not current.up:
-            return [Action(LOCAL, f"already stopped ({current.seen})", changed=False)]
+        """Every flow of the spec (or the rest paused already), or any on Kubernetes: the job stops whole
+        (SIGTERM, then SIGKILL after its grace period). Some: they pause in the running job, the others
+        mirror on."""
+        status = deployment.status(self.state_dir)
+        seen = f"Spark job {status.state}" + (f" (pid {status.pid})" if status.pid else "")
+        if not status.running:
+            return [Action(LOCAL, f"already stopped ({seen})", changed=False)]
+        names = {f.name for f in flows}
+        everything = {f.name for f in self.spec.mirrors}
+        paused = deployment.paused_flows(self.state_dir) if self.pauses_flows else set()
+        if not self.pauses_flows or names | paused >= everything:
+            if not check:
+                self.progress("stopping the Spark job (SIGTERM, then SIGKILL after the grace period)")
+                deployment.stop(self.state_dir)
+            return [Action(LOCAL, f"{'would stop' if check else 'stopped'} the Spark job "
+                           f"({', '.join(f.name for f in flows)})", diff=(("Spark job", "running", "stopped"),),
+                           stops_every_flow=True)]
+        todo = sorted(n for n in names if not self._paused(n, status))
+        if not todo:
+            return [Action(LOCAL, f"already paused in the Spark job ({', '.join(sorted(names))})", changed=False)]
         if not check:
-            self.progress("stopping the Spark job (SIGTERM, then SIGKILL after the grace period)")
-            deployment.stop(self.state_dir)
-        return [Action(LOCAL, f"{'would stop' if check else 'stopped'} the Spark job "
-                       f"({', '.join(f.name for f in flows)})", diff=(("Spark job", "running", "stopped"),))]
+            self.progress(f"pausing {', '.join(todo)} in the Spark job (the other flows mirror on)")
+            deployment.pause_flows(self.state_dir, todo)
+            deployment.wait_flows(self.state_dir, todo, "paused", timeout)
+        return [Action(LOCAL, f"{'would pause' if check else 'paused'} {', '.join(todo)} in the Spark job "
+                       f"(pid {status.pid}); its other flows mirror on",
+                       diff=tuple((f"{n} query", "running", "paused") for n in todo))]
 
     def start_from(self, flows: Sequence[MirrorFlow], offsets: StartOffsets, *,
                    others_failed_over: Sequence[str] = (), timeout: float = START_TIMEOUT_S) -> list[Action]:
         job = spark_job_config(self.spec)
         root = checkpoint_root(job)
+        diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {o}") for f in flows
+                     for (t, p), o in sorted(offsets[f.name].items())[:20])
+        if self.pauses_flows:
+            return self._resume_from(flows, offsets, job, root, others_failed_over, timeout, diff)
         deployment.stop(self.state_dir)  # never reset a checkpoint under a running query
         for flow in flows:
             self._reset_flow(flow, str(job.get("name") or "mirror"), root, offsets[flow.name])
-        diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {o}") for f in flows
-                     for (t, p), o in sorted(offsets[f.name].items())[:20])
         if others_failed_over:
             return [Action(LOCAL, f"reset {', '.join(f.name for f in flows)} to start from the source's end; not "
                            f"started: {', '.join(others_failed_over)} still failed over and the Spark job runs every "
                            "flow (fail those back, or start it with mm2spec mirror)", diff=diff)]
         started = deployment.start(job, state_dir=self.state_dir, wait_running=timeout)
         return [Action(LOCAL, f"restarted the Spark job from the source's end (pid {started.pid})", diff=diff)]
+
+    def _resume_from(self, flows, offsets, job, root, others_failed_over, timeout, diff) -> list[Action]:
+        """Reset each flow's checkpoint while its query is paused (never under a running query), then
+        resume it: in the running job, or by starting the job with the flows still failed over paused."""
+        names = [f.name for f in flows]
+        running = deployment.status(self.state_dir).running
+        if running:
+            todo = [n for n in names if not self._paused(n, deployment.status(self.state_dir))]
+            if todo:
+                deployment.pause_flows(self.state_dir, todo)
+                deployment.wait_flows(self.state_dir, todo, "paused", timeout)
+        else:
+            deployment.pause_flows(self.state_dir, others_failed_over)
+        for flow in flows:
+            self._reset_flow(flow, str(job.get("name") or "mirror"), root, offsets[flow.name])
+        deployment.resume_flows(self.state_dir, names)
+        if running:
+            deployment.wait_flows(self.state_dir, names, "running", timeout)
+            return [Action(LOCAL, f"resumed {', '.join(names)} in the running Spark job from the source's end", diff=diff)]
+        started = deployment.start(job, state_dir=self.state_dir, wait_running=timeout)
+        still = sorted(set(others_failed_over))
+        return [Action(LOCAL, f"started the Spark job from the source's end (pid {started.pid})"
+                       + (f"; {', '.join(still)} stay paused (still failed over)" if still else ""), diff=diff)]
 
     def _reset_flow(self, flow: MirrorFlow, job_name: str, root: Path, start: Mapping[tuple[str, int], int]) -> None:
         """Set the flow's query aside and leave it a start position: the job reads the start-offsets

@@ -1,7 +1,8 @@
 """runtime: running the Spark mirroring job on this machine.
 
 - ``job``: the job's command line, its config (rendered or from a file) and the config hash
-- ``deployment``: start / stop / status of the job's driver in the background, and the foreground run
+- ``deployment``: start / stop / status of the job's driver in the background, the foreground run, and
+  pausing / resuming some of its flows (the control file the job reads)
 - ``process``: pid, port and wait helpers, shared with ``mm2spec.dev``
 
 May import: ``mm2spec.spec`` and ``mm2spec.render`` (to render a job from a spec),

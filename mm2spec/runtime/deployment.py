@@ -6,6 +6,10 @@ cannot run in cluster mode); ``spark.master`` picks where executors run. A start
 files in a state folder (default ``.mm2spec/spark/<job name>``): ``job.json`` (the config it
 runs; ``${env:NAME}`` placeholders, never resolved secrets), ``driver.pid``, ``driver.log`` and
 ``status.json`` (the figures the job's StreamingQueryListener publishes).
+
+``paused-flows.json`` (:func:`pause_flows`, :func:`resume_flows`) names flows whose queries the
+running job keeps stopped: its control loop reads it every turn and at start, so one flow (one
+direction of an active-active pair, one source of a fan-in) stops while the others mirror on.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ DEFAULT_STATE_ROOT = Path(".mm2spec") / "spark"
 # SIGTERM lets the job stop its queries and flush its offset syncs and checkpoints; a batch in
 # flight on a loaded machine can take tens of seconds, so wait a minute before SIGKILL.
 STOP_GRACE_SECONDS = 60.0
+CONTROL_FILE = "paused-flows.json"
+"""In the state folder: ``{"paused": [flow names]}``; the job's ``--control-file``."""
+
 # A driver exits within a second of its last batch; look often so a stop returns promptly.
 STOP_POLL_SECONDS = 0.2
 
@@ -70,7 +77,8 @@ class MirrorStatus:
     state: str
     """running | starting | restarting | stopping | stopped | failed | absent (from the status file, or absent)."""
     flows: dict = field(default_factory=dict)
-    """Per flow: delivery, records/s, bytes/s, replication latency, per-topic figures, errors, ..."""
+    """Per flow: state (``running``, ``paused``, ...), delivery, records/s, bytes/s, replication latency,
+    per-topic figures, errors, ..."""
     updated_at: float | None = None
     """When the job last wrote its status file (seconds since the epoch)."""
 
@@ -101,7 +109,8 @@ def _prepare(data: dict, folder: Path, master: str | None, max_restarts: int | N
     folder.mkdir(parents=True, exist_ok=True)
     config_file = folder / "job.json"
     config_file.write_text(json.dumps(data, indent=2) + "\n")
-    return job_command(config_file, folder / "status.json", master=master, max_restarts=max_restarts)
+    command = job_command(config_file, folder / "status.json", master=master, max_restarts=max_restarts)
+    return [*command, "--control-file", str(folder / CONTROL_FILE)]
 
 
 def start(job: Mapping[str, Any] | str | Path, *, state_dir: str | Path | None = None,
@@ -141,10 +150,70 @@ def wait_until_running(deployment: MirrorDeployment, timeout: float, process: su
         if not current.running or (process is not None and process.poll() is not None):
             raise MirrorError(f"the mirroring job exited; see {deployment.log_file}")
         flows = current.flows.values()
-        if current.state == "running" and flows and all(f.get("state") == "running" for f in flows):
+        # A paused flow stays paused at a start (paused-flows.json): it counts as started.
+        if current.state == "running" and flows and all(f.get("state") in ("running", "paused") for f in flows):
             return current
         time.sleep(POLL_SECONDS)
     raise MirrorError(f"the mirroring job did not start within {timeout:.0f}s; see {deployment.log_file}")
+
+
+def paused_flows(deployment: MirrorDeployment | str | Path) -> set[str]:
+    """The flows the control file keeps paused (none when there is no file)."""
+    try:
+        data = json.loads((_folder(deployment) / CONTROL_FILE).read_text())
+    except FileNotFoundError:
+        return set()
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MirrorError(f"{_folder(deployment) / CONTROL_FILE}: unreadable ({exc}); delete it to resume every "
+                          "flow, or write {\"paused\": [FLOW, ...]}") from None
+    return {str(name) for name in (data.get("paused") or [])} if isinstance(data, dict) else set()
+
+
+def _write_paused(folder: Path, names: set[str]) -> None:
+    """Written whole then renamed: the job never reads half a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / CONTROL_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"paused": sorted(names)}) + "\n")
+    os.replace(tmp, path)
+
+
+def pause_flows(deployment: MirrorDeployment | str | Path, names) -> set[str]:
+    """Pause these flows (the running job stops their queries within a turn of its control loop; a job
+    started later keeps them paused). Returns every paused flow."""
+    folder = _folder(deployment)
+    paused = paused_flows(folder) | set(names)
+    _write_paused(folder, paused)
+    return paused
+
+
+def resume_flows(deployment: MirrorDeployment | str | Path, names) -> set[str]:
+    """Resume these flows (each query starts again from its checkpoint, or from the start-offsets
+    file a failback left). Returns the flows still paused."""
+    folder = _folder(deployment)
+    paused = paused_flows(folder)
+    if paused & set(names):
+        paused -= set(names)
+        _write_paused(folder, paused)
+    return paused
+
+
+def wait_flows(deployment: MirrorDeployment | str | Path, names, state: str, timeout: float) -> MirrorStatus:
+    """Wait until the running job's status file shows each of ``names`` in ``state`` (``paused``,
+    ``running``); MirrorError if the job exits or ``timeout`` seconds pass."""
+    folder = _folder(deployment)
+    deadline = time.monotonic() + timeout
+    while True:
+        current = status(folder)
+        if not current.running:
+            raise MirrorError(f"the mirroring job exited; see {folder / 'driver.log'}")
+        waiting = sorted(n for n in names if (current.flows.get(n) or {}).get("state") != state)
+        if not waiting:
+            return current
+        if time.monotonic() >= deadline:
+            raise MirrorError(f"the Spark job did not show {', '.join(waiting)} {state} within {timeout:.0f}s; "
+                              f"see {folder / 'driver.log'}")
+        time.sleep(POLL_SECONDS)
 
 
 def stop(deployment: MirrorDeployment | str | Path, timeout: float = STOP_GRACE_SECONDS) -> bool:

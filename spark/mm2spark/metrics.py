@@ -118,6 +118,12 @@ class FlowFigures:
     last_error: str | None = None
     topics: dict = field(default_factory=dict)
 
+    def mark_running(self) -> None:
+        """A query event says the flow runs; a paused flow's late event (the listener bus lags the
+        stop) leaves it paused: only a resume (state ``starting``) lets it run again."""
+        if self.state != "paused":
+            self.state = "running"
+
 
 class MirrorMetrics:
     """Thread-safe figures for all flows of one job; writes the status file."""
@@ -132,6 +138,9 @@ class MirrorMetrics:
         """The most tasks any Spark stage of the job ran (Spark's listener: mm2spec.spark.StageTasks)."""
         self._window: dict[tuple[str, str], deque] = {}
         self._lock = threading.Lock()
+        # The control loop and the listener bus both write the file (a paused query's termination
+        # event comes as the loop records the pause): one at a time, or one's rename finds no tmp.
+        self._write_lock = threading.Lock()
 
     def flow(self, name: str) -> FlowFigures:
         with self._lock:
@@ -207,10 +216,11 @@ class MirrorMetrics:
         if self.status_file is None:
             return
         data = json.dumps(self.snapshot(), indent=2, sort_keys=True)
-        self.status_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.status_file.with_name(self.status_file.name + ".tmp")
-        tmp.write_text(data + "\n")
-        os.replace(tmp, self.status_file)
+        with self._write_lock:
+            self.status_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.status_file.with_name(self.status_file.name + ".tmp")
+            tmp.write_text(data + "\n")
+            os.replace(tmp, self.status_file)
 
 
 def _camel(value):
@@ -261,7 +271,7 @@ class MirrorProgressListener(StreamingQueryListener):
 
     def onQueryStarted(self, event) -> None:
         flow = self.flow_names.get(event.name or "", event.name or "?")
-        self.metrics.flow(flow).state = "running"
+        self.metrics.flow(flow).mark_running()
         log.info("flow=%s query started (id %s)", flow, event.id)
         self.metrics.write_status()
 
@@ -270,7 +280,7 @@ class MirrorProgressListener(StreamingQueryListener):
             progress = event.progress
             flow = self.flow_names.get(progress.name or "", progress.name or "?")
             figures = self.metrics.flow(flow)
-            figures.state = "running"
+            figures.mark_running()
             figures.batches += 1
             figures.last_batch_id = progress.batchId
             figures.batch_duration_ms = (progress.durationMs or {}).get("triggerExecution")

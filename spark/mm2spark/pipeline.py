@@ -245,6 +245,7 @@ class FlowPipeline:
         return json.dumps(start)
 
     def start(self) -> None:
+        self.stopping = False
         if self.realtime:
             self.start_realtime()
         else:
@@ -337,15 +338,29 @@ class FlowPipeline:
         steps.append(f"query {time.monotonic() - began:.1f} s")
         if self.sync_tail is not None:
             self.sync_tail.stop()
+            self.sync_tail = None
         if self.group_thread is not None:
             began = time.monotonic()
             self.group_thread.stop()
+            self.group_thread = None  # a thread runs once: resume() starts a new one
             self.metrics.flow(self.flow.name).checkpoints_written = self.group_mirror.counters.checkpoints_written
             steps.append(f"checkpoints {time.monotonic() - began:.1f} s")
         began = time.monotonic()
         left = self.syncs_producer.flush(STOP_FLUSH_TIMEOUT_S)
         steps.append(f"offset syncs {time.monotonic() - began:.1f} s" + (f" ({left} not sent)" if left else ""))
         log.info("flow=%s stopped: %s", self.flow.name, ", ".join(steps))
+
+    def resume(self) -> None:
+        """Start the query again after a pause, as a job restart would for this flow: from its
+        checkpoint, or from the start-offsets file a failback left when it set the checkpoint aside.
+        The offset syncs are read again (the failback wrote the forward start's), and a new emitter
+        writes a sync at the first batch."""
+        self.store = OffsetSyncStore()
+        self.emitter = OffsetSyncEmitter(self.flow.offset_lag_max)
+        self.group_mirror = GroupOffsetMirror(self.flow, self.store)
+        self.written_topics = set()
+        self.prepare()
+        self.start()
 
     def end_realtime_batch(self) -> None:
         """Real-time Mode, before a stop: ends the running batch so its offsets are committed (a stop
@@ -470,6 +485,56 @@ class FlowPipeline:
         self.metrics.error(self.flow.name, f"writing offset syncs to {self.syncs_topic}: {message}")
 
 
+def read_paused(control_file: str | None) -> set[str] | None:
+    """The flows ``paused-flows.json`` names (``mm2spec.runtime.deployment.pause_flows`` writes it
+    whole, then renames it); None when it cannot be read now (keep what was decided last turn)."""
+    if not control_file:
+        return set()
+    try:
+        data = json.loads(Path(control_file).read_text())
+    except FileNotFoundError:
+        return set()
+    except (OSError, json.JSONDecodeError) as exc:
+        log.warning("control file %s unreadable, flows unchanged: %s", control_file, exc)
+        return None
+    return {str(n) for n in (data.get("paused") or [])} if isinstance(data, dict) else None
+
+
+def apply_paused(pipelines: list[FlowPipeline], paused: set[str], wanted: set[str] | None,
+                 metrics: MirrorMetrics) -> set[str]:
+    """Stop the queries of flows newly named in the control file (the clean stop a job stop makes:
+    query, checkpoints thread, offset syncs flushed) and start those no longer named; returns the
+    flows paused now. ``wanted`` None: the file could not be read, nothing changes."""
+    if wanted is None:
+        return paused
+    for p in pipelines:
+        name = p.flow.name
+        if name in wanted and name not in paused:
+            log.info("flow=%s pausing (control file)", name)
+            try:
+                p.stop()
+            except Exception as exc:  # noqa: BLE001 - as at a job stop: the query is stopped first, the rest is best effort
+                log.warning("flow=%s stop: %s", name, exc)
+            metrics.flow(name).state = "paused"
+            paused = paused | {name}
+        elif name in paused and name not in wanted:
+            log.info("flow=%s resuming (control file)", name)
+            metrics.flow(name).state = "starting"
+            try:
+                p.resume()
+            except Exception as exc:  # noqa: BLE001 - a cluster away: tried again next turn, the others run on
+                log.error("flow=%s resume failed, trying again: %s", name, exc)
+                metrics.error(name, f"resume: {exc}")
+                metrics.flow(name).state = "paused"
+                metrics.write_status()
+                continue
+            paused = paused - {name}
+        else:
+            continue
+        metrics.write_status()
+    return paused
+
+
 def _batch_id(progress) -> int:
     """The batch id of a query's last progress (-1 before the first)."""
     if progress is None:
@@ -569,8 +634,9 @@ def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
 
 
 def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threading.Event | None = None,
-        max_restarts: int | None = None) -> int:
-    """Run every flow until ``stop`` is set (or SIGTERM/SIGINT); restart a failed query with backoff."""
+        max_restarts: int | None = None, control_file: str | None = None) -> int:
+    """Run every flow until ``stop`` is set (or SIGTERM/SIGINT); restart a failed query with backoff.
+    Flows that ``control_file`` names stay paused (no query) until it no longer names them."""
     stop = stop or threading.Event()
     metrics = MirrorMetrics(job.name, status_file)
     metrics.write_status()
@@ -600,8 +666,13 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     spark.sparkContext.addPyFile(package_zip(workdir))
     pipelines = [FlowPipeline(spark, job, flow, metrics, endpoint) for flow in job.flows]
     spark.streams.addListener(MirrorProgressListener(metrics, {p.query_name: p.flow.name for p in pipelines}))
+    paused = read_paused(control_file) or set()
     for p in pipelines:
         p.prepare()
+        if p.flow.name in paused:
+            metrics.flow(p.flow.name).state = "paused"
+            log.info("flow=%s paused (control file %s): not started", p.flow.name, control_file)
+            continue
         p.start()
         log.info("flow=%s mirroring %s -> %s (%s, %s) topics=%s checkpoint=%s", p.flow.name, p.flow.source_alias,
                  p.flow.target_alias, metrics.flow(p.flow.name).delivery,
@@ -612,7 +683,10 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
     exit_code = 0
     try:
         while not stop.wait(min(1.0, trigger_seconds(job.spark.trigger_interval))):
+            paused = apply_paused(pipelines, paused, read_paused(control_file), metrics)
             for p in pipelines:
+                if p.flow.name in paused:
+                    continue
                 p.tick()
                 p.metrics.flow(p.flow.name).checkpoints_written = p.group_mirror.counters.checkpoints_written
                 if p.query is not None and not p.query.isActive:
@@ -652,7 +726,7 @@ def run(job: JobConfig, jars: list[str], status_file: str | None, stop: threadin
                 p.stop()
             except Exception as exc:  # noqa: BLE001 - best effort: one flow failing to stop must not keep the others running
                 log.warning("flow=%s stop: %s", p.flow.name, exc)
-            if metrics.flow(p.flow.name).state != "failed":
+            if metrics.flow(p.flow.name).state not in ("failed", "paused"):
                 metrics.flow(p.flow.name).state = "stopped"
         faulthandler.cancel_dump_traceback_later()
         metrics.state = "stopped" if exit_code == 0 else "failed"

@@ -5,6 +5,9 @@ A group on ``east`` reads its local ``aa-orders`` and the remote ``west.aa-order
 flow's copy of west's ``aa-orders``). Failing ``east-to-west`` over must leave it on west at the
 exact next record of ``east.aa-orders`` and of west's own ``aa-orders``; failing back, at the exact
 next record of east's ``aa-orders`` and ``west.aa-orders``. Judged by reading both clusters.
+
+The one Spark job runs both flows: failing ``east-to-west`` over pauses only its query, so
+``west-to-east`` mirrors on through the incident, and the failback resumes it in the same job.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mm2spec.dev.process import pick_free_ports
 from mm2spec.live.dr_state import read_states
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.render import spark_job_config
@@ -50,7 +54,9 @@ def _spec(tmp: Path, pair) -> Path:
             "mirrors": [{"name": "east-to-west", "source": "east", "target": "west", **flow},
                         {"name": "west-to-east", "source": "west", "target": "east", **flow}],
             "engine": "spark", "acls": {"manage": False, "principal": "User:mm2"},
-            "spark": {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint")}}
+            "spark": {"master": "local[2]", "triggerInterval": "1 second", "checkpointLocation": str(tmp / "checkpoint"),
+                      # a free /metrics port: the default (9405) would be held by any other Spark job on this host
+                      "metrics": {"port": pick_free_ports(1)[0]}}}
     path = tmp / "aa.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -73,6 +79,15 @@ def _behind(pair, source: str, target: str) -> list[str]:
         return [f"{copy}-{p}" for p in range(PARTITIONS)
                 if (last := src.last_record(TOPIC, p)) is not None
                 and ((mirrored := dst.last_record(copy, p)) is None or mirrored.content() != last.content())]
+
+
+def _ends(pair, alias: str, topic: str) -> dict[int, int]:
+    with RecordReader(_cluster(pair, alias)) as reader:
+        return {p: reader.watermarks(topic, p)[1] for p in range(PARTITIONS)}
+
+
+def _flow_states(state_dir) -> dict[str, str]:
+    return {name: figures.get("state") for name, figures in mirror.status(state_dir).flows.items()}
 
 
 def _offsets(pair, alias: str) -> dict:
@@ -133,10 +148,17 @@ def test_one_direction_fails_over_and_back_with_local_and_remote_topics_exact(ka
         assert read_states(_cluster(pair, "west"), NAME)["east-to-west"].phase == "failed-over"
         assert read_states(_cluster(pair, "west"), NAME)["east-to-west"].groups == (GROUP,)
         assert "west-to-east" not in read_states(_cluster(pair, "east"), NAME)
-        assert "not failed over by this run: west-to-east" in out  # one Spark job runs both: it stopped too
+        # Only east-to-west's query paused: the job runs on (same driver) and so does west-to-east.
+        assert "not failed over by this run" not in out, out
+        assert mirror.status(tmp_path / "spark").pid == job.pid
+        assert _flow_states(tmp_path / "spark") == {"east-to-west": "paused", "west-to-east": "running"}
 
-        # On west the group reads on: west's own topic grows and it consumes part of it.
+        # On west the group reads on: west's own topic grows and it consumes part of it; the other
+        # direction copies those records to east while east-to-west is failed over.
         _produce(pair.dr.bootstrap, TOPIC, SEED, 60, "west-later")
+        _wait(lambda: _behind(pair, "west", "east"), CATCH_UP_TIMEOUT,
+              "west-to-east to mirror west's new records during the failover", job)
+        assert _flow_states(tmp_path / "spark")["east-to-west"] == "paused"
         on_west = _offsets(pair, "west")
         further = {p: on_west[(TOPIC, p)] + 10 + p for p in range(PARTITIONS)}
         _commit(pair, "dr", TOPIC, GROUP, further)
@@ -152,6 +174,12 @@ def test_one_direction_fails_over_and_back_with_local_and_remote_topics_exact(ka
         _assert_exact(pair, "west", f"east.{TOPIC}", back_on_copy, "east", TOPIC)
         _assert_exact(pair, "west", TOPIC, further, "east", f"west.{TOPIC}")
         assert "east-to-west" not in read_states(_cluster(pair, "west"), NAME)
-        assert mirror.status(tmp_path / "spark").running, "the failback restarted the job (both directions)"
+        # Resumed in the same job, from east's end: east's next records arrive once each.
+        assert mirror.status(tmp_path / "spark").pid == job.pid, "no job restart"
+        assert _flow_states(tmp_path / "spark") == {"east-to-west": "running", "west-to-east": "running"}
+        before = _ends(pair, "west", f"east.{TOPIC}")
+        _produce(pair.primary.bootstrap, TOPIC, 10_000, 4 * PARTITIONS, "east-after")
+        _wait(lambda: _behind(pair, "east", "west"), CATCH_UP_TIMEOUT, "the resumed east-to-west to mirror", job)
+        assert _ends(pair, "west", f"east.{TOPIC}") == {p: n + 4 for p, n in before.items()}
     finally:
         mirror.stop(tmp_path / "spark")

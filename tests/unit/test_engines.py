@@ -166,9 +166,11 @@ class FakeGroupOffsets:
 
 
 def test_spark_start_from_sets_the_checkpoint_aside_and_leaves_the_start_offsets(spark_spec, tmp_path, monkeypatch):
+    # A k8s:// master: the job stops and starts whole (tests/unit/test_spark_pause.py: a local driver
+    # pauses and resumes flows in the running job).
     checkpoints = tmp_path / "checkpoints"
     spec = replace(spark_spec, spark=replace(spark_spec.spark, checkpoint_location=str(checkpoints), kubernetes=None,
-                                             master="local[2]"))
+                                             master="k8s://https://kube.example:6443"))
     flow = spec.mirrors[0]
     (checkpoints / flow.name / "offsets").mkdir(parents=True)
     driver = FakeDriver()

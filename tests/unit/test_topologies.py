@@ -125,21 +125,23 @@ class FakeCluster:
 
 
 class FakeEngine:
-    """Stops flows one by one (Connect's connectors) or all at once (one Spark job)."""
+    """Stops flows one by one (Connect's connectors, the Spark job's paused queries) or all at once
+    (one Spark job on Kubernetes: ``whole``)."""
 
-    def __init__(self, shared: bool):
+    def __init__(self, shared: bool, whole: bool | None = None):
         self.shared_by_flows, self.title, self.stopped = shared, "Spark" if shared else "Connect", []
+        self.whole = shared if whole is None else whole
 
     def stop(self, flows, *, check: bool, timeout: float):
         from mm2spec.engines import Action
 
         self.stopped += [] if check else [f.name for f in flows]
-        return [Action("dr", f"stopped {', '.join(f.name for f in flows)}", changed=True)]
+        return [Action("dr", f"stopped {', '.join(f.name for f in flows)}", changed=True, stops_every_flow=self.whole)]
 
     def running(self, flow):
         from mm2spec.engines import Running
 
-        return Running(False, "stopped")
+        return Running(flow.name not in self.stopped, "stopped" if flow.name in self.stopped else "running")
 
 
 class FakeContext(Context):
@@ -288,18 +290,18 @@ def test_the_state_is_per_direction_and_names_the_groups_it_moved(tmp_path, monk
     assert FailoverState.from_json(old).groups == ()
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_stopping_one_direction_names_what_else_stopped(tmp_path, shared):
+@pytest.mark.parametrize("shared, whole", [(False, False), (True, True), (True, False)])
+def test_stopping_one_direction_names_what_else_stopped(tmp_path, shared, whole):
     ctx = _active_active(tmp_path)
-    ctx.engine = FakeEngine(shared)
+    ctx.engine = FakeEngine(shared, whole)
     outcomes = mirror.stop(ctx, {})
     assert ctx.engine.stopped == ["primary-to-dr"]
     others = [o.message for o in outcomes if "not failed over" in o.message]
-    if shared:
+    if whole:
         assert others == ["stopped with it, not failed over by this run: dr-to-primary (one Spark deployment runs "
                           "every flow of the spec; the failback's restart starts them again)"]
     else:
-        assert others == [], "Connect stops the selected flow's connectors only"
+        assert others == [], "Connect stops the selected flow's connectors only, the Spark job pauses its queries"
 
 
 def _failed_back_ctx(tmp_path, **options) -> FakeContext:
@@ -418,9 +420,12 @@ def test_fan_in_fails_over_one_source_and_leaves_the_other_mirroring(tmp_path, m
     state.record(ctx, {"phase": "failed-over"})
     assert [(s.flow, s.phase) for s in written] == [("east-to-dr", "failed-over")]
     assert ctx.clusters["dr"].commits == [("app", {("east.orders", 0): 3})]
-    # With one Spark job for both flows, the report says west-to-dr stopped too, not failed over.
+    # With one Spark job on Kubernetes for both flows, the report says west-to-dr stopped too, not failed over.
     ctx.engine = FakeEngine(shared=True)
     assert any("not failed over by this run: west-to-dr" in o.message for o in mirror.stop(ctx, {}))
+    # Stopped already (failed over before), a flow is not named as stopped with it.
+    ctx.engine.stopped.append("west-to-dr")
+    assert not any("not failed over" in o.message for o in mirror.stop(ctx, {}))
 
 
 def test_a_limit_that_selects_no_flow_or_no_group_is_refused(tmp_path, monkeypatch):

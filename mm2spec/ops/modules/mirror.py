@@ -38,13 +38,16 @@ def status(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
 
 def stop(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     """Stop each flow's mirror; ok when it is already stopped (idempotent). The spec's other flows
-    (the other direction of an active-active pair, the other sources of a fan-in) keep mirroring,
-    unless one deployment runs every flow (Spark): then the report names them as stopped too, and
-    not failed over (they have no state record; the failback's restart starts them again)."""
+    (the other direction of an active-active pair, the other sources of a fan-in) keep mirroring
+    (the Spark job pauses only these flows' queries), unless the engine had to stop a deployment
+    every flow shares (Spark on Kubernetes): then the report names them as stopped too, and not
+    failed over (they have no state record; the failback's restart starts them again)."""
+    # Only flows mirroring now can stop with it (one failed over before is paused or stopped already).
+    others = [f.name for f in ctx.spec.mirrors if f not in ctx.flows and ctx.engine.shared_by_flows
+              and ctx.engine.running(f).up]
     actions = ctx.engine.stop(ctx.flows, check=ctx.options.check, timeout=float(args.get("timeout", DEFAULT_WAIT_S)))
     outcomes = [outcome(a) for a in actions]
-    others = [f.name for f in ctx.spec.mirrors if f not in ctx.flows]
-    if others and ctx.engine.shared_by_flows and any(a.changed for a in actions):
+    if others and any(a.changed and a.stops_every_flow for a in actions):
         outcomes.append(Outcome("ok", actions[0].where, f"{'would stop' if ctx.options.check else 'stopped'} with it, "
                                 f"not failed over by this run: {', '.join(others)} (one {ctx.engine.title} deployment "
                                 "runs every flow of the spec; the failback's restart starts them again)"))
