@@ -283,7 +283,8 @@ class SyncTail(threading.Thread):
     def __init__(self, conn: ClusterConnection, topic: str, on_syncs):
         super().__init__(name=f"mm2spark-sync-tail-{topic}", daemon=True)
         self._on_syncs = on_syncs
-        self._stop = threading.Event()
+        # not ``_stop``: threading.Thread's own method of that name runs when a join sees the thread end
+        self.stopping = threading.Event()
         self._consumer = Consumer({**conn.librdkafka(), "group.id": "mm2spark-reader", "enable.auto.commit": False,
                                    "isolation.level": "read_committed", "client.id": f"mm2spark-sync-tail-{conn.alias}"})
         _low, high = retry_call(lambda: self._consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT),
@@ -293,7 +294,7 @@ class SyncTail(threading.Thread):
 
     def run(self) -> None:
         try:
-            while not self._stop.is_set():
+            while not self.stopping.is_set():
                 syncs = []
                 for msg in self._consumer.consume(num_messages=10000, timeout=0.5):
                     if msg.error() or msg.key() is None or msg.value() is None:
@@ -308,5 +309,5 @@ class SyncTail(threading.Thread):
             self._consumer.close()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
+        self.stopping.set()
         self.join(timeout)
