@@ -468,8 +468,8 @@ class FlowPipeline:
         self.metrics.record_batch(BatchReport(self.flow.name, batch_id, topic_batches(written), sync_count,
                                               written.skipped, producer_profile(written)))
         if self.endpoint is not None:
-            self.endpoint.partitions.record(self.flow.target_alias, partition_batches(written, self.target_topic),
-                                            read_at=read_at)
+            self.endpoint.partitions.record(self.flow.source_alias, self.flow.target_alias,
+                                            partition_batches(written, self.target_topic), read_at=read_at)
 
     def queue_offset_syncs(self, syncs: list) -> None:
         """Hands the batch's offset syncs to the producer without waiting for them: librdkafka

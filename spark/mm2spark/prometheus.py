@@ -1,8 +1,8 @@
 """The driver's ``/metrics``: the job's figures in Prometheus's text format, under the names of
 ``mm2spec.mm2.metric_names`` (the one table the alerts and the dashboard read too).
 
-MM2's per target topic-partition figures keep MirrorSourceMetrics' names and labels (``target``,
-``topic``: the target topic, ``partition``), so one dashboard fits both engines: records and bytes
+MM2's per target topic-partition figures keep MirrorSourceMetrics' names and labels (``source``,
+``target``, ``topic``: the target topic, ``partition``), so one dashboard fits both engines: records and bytes
 written (counters since the job started), their rates over the last ``RATE_WINDOW_S``, replication
 latency (record timestamp to the batch's acknowledged write) and record age (record timestamp to the
 start of the batch that read it), each as the last batch's average, ``_max`` and ``_avg`` over the
@@ -99,12 +99,13 @@ class PartitionFigures:
 
     def __init__(self, started_at: float | None = None):
         self.started_at = time.time() if started_at is None else started_at
-        self._figures: dict[tuple[str, str, int], _PartitionFigures] = {}
+        self._figures: dict[tuple[str, str, str, int], _PartitionFigures] = {}
         self._lock = threading.Lock()
 
-    def record(self, target: str, batches: Iterable[PartitionBatch], read_at: float | None,
+    def record(self, source: str, target: str, batches: Iterable[PartitionBatch], read_at: float | None,
                now: float | None = None) -> None:
-        """A written batch for target cluster ``target``: ``read_at`` is when the batch began (its
+        """A written batch of a flow from cluster ``source`` to ``target`` (MirrorSourceMetrics'
+        ``source`` and ``target`` labels, as Connect's series carry them): ``read_at`` is when the batch began (its
         records were read after it), or None when each record was written as soon as it was read
         (Real-time Mode: the age is the latency); ``now`` when its writes were acknowledged."""
         now = time.time() if now is None else now
@@ -112,7 +113,7 @@ class PartitionFigures:
             for batch in batches:
                 if not batch.records or batch.timestamp_min is None:
                     continue
-                figures = self._figures.setdefault((target, batch.topic, batch.partition), _PartitionFigures())
+                figures = self._figures.setdefault((source, target, batch.topic, batch.partition), _PartitionFigures())
                 mean_ts = batch.timestamp_sum / batch.records
                 figures.records += batch.records
                 figures.bytes += batch.bytes
@@ -138,7 +139,7 @@ class PartitionFigures:
         span = min(RATE_WINDOW_S, max(1.0, now - self.started_at))
         out = []
         with self._lock:
-            for (target, topic, partition), f in sorted(self._figures.items()):
+            for (source, target, topic, partition), f in sorted(self._figures.items()):
                 while f.window and f.window[0].at < now - RATE_WINDOW_S:
                     f.window.popleft()
                 window = list(f.window)
@@ -152,7 +153,7 @@ class PartitionFigures:
                     RECORD_AGE_MAX: max((s.age_max for s in window), default=f.age),
                     RECORD_AGE_AVG: sum(s.age_sum for s in window) / records if records else f.age,
                 }
-                out.append(({"target": target, "topic": topic, "partition": str(partition)}, values))
+                out.append(({"source": source, "target": target, "topic": topic, "partition": str(partition)}, values))
         return out
 
 

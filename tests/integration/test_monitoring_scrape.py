@@ -202,6 +202,10 @@ def test_prometheus_scrapes_the_spark_mirror_and_the_dr_exporter(kafka_pair, pro
         # The records this test produced, counted by the Spark job and scraped.
         count = f"sum(kafka_connect_mirror_source_connector_record_count{{{spec_sel}, topic=\"{topic}\"}})"
         _wait(f"{RECORDS} records counted in Prometheus", lambda: _value(api, count) == RECORDS, 180, *logs)
+        # MirrorSourceMetrics' labels, as Connect's agent serves them (the test below checks those)
+        one = f'kafka_connect_mirror_source_connector_record_count{{{spec_sel}, topic="{topic}", partition="0"}}'
+        [series] = _query(api, one)
+        assert {k: series["metric"][k] for k in ("source", "target")} == {"source": "primary", "target": "dr"}, series
         # The exporter's RPO: every partition of the topic, nothing behind once mirrored.
         rpo = f'mm2spec_rpo_records{{{spec_sel}, topic="{topic}"}}'
         _wait("the RPO per partition at 0", lambda: len(_query(api, rpo)) == PARTITIONS
@@ -278,7 +282,7 @@ def test_prometheus_scrapes_mm2_on_connect_through_the_jmx_exporter_agent_under_
             if entry.mbean is MIRROR_SOURCE:
                 series = _query(api, f'{entry.name}{{{spec_sel}, topic="{topic}"}}')
                 assert len(series) == PARTITIONS, entry.name
-                assert set(series[0]["metric"]) >= {"target", "topic", "partition", "spec", "env"}, series[0]
+                assert set(series[0]["metric"]) >= {"source", "target", "topic", "partition", "spec", "env"}, series[0]
         assert _value(api, f'up{{job="{connect_job["job_name"]}"}}') == 1
 
         # The connectors' and their tasks' states, 1 under their status label.

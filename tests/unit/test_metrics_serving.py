@@ -120,9 +120,9 @@ def test_the_jobs_page_has_mm2s_per_partition_figures_and_each_flows_own():
     endpoint.partitions = PartitionFigures(started_at=NOW_S - 100)
     ts = int(NOW_S * 1000)
     # two batches of partition 0 two seconds apart, one of partition 1; timestamps 1-3 s before the write
-    endpoint.partitions.record("dr", [PartitionBatch("primary.orders", 0, 10, 1000, ts - 3000, (ts - 2000) * 10)],
+    endpoint.partitions.record("primary", "dr", [PartitionBatch("primary.orders", 0, 10, 1000, ts - 3000, (ts - 2000) * 10)],
                                read_at=NOW_S - 2.5, now=NOW_S - 2)
-    endpoint.partitions.record("dr", [PartitionBatch("primary.orders", 0, 30, 3000, ts - 1000, (ts - 500) * 30),
+    endpoint.partitions.record("primary", "dr", [PartitionBatch("primary.orders", 0, 30, 3000, ts - 1000, (ts - 500) * 30),
                                       PartitionBatch("primary.orders", 1, 0, 0, None, 0)],
                                read_at=NOW_S - 0.25, now=NOW_S)
     page = parse(endpoint.text(now=NOW_S))
@@ -131,7 +131,7 @@ def test_the_jobs_page_has_mm2s_per_partition_figures_and_each_flows_own():
         [found] = [v for got, v in page[name] if got == labels]
         return found
 
-    p0 = {"target": "dr", "topic": "primary.orders", "partition": "0"}
+    p0 = {"source": "primary", "target": "dr", "topic": "primary.orders", "partition": "0"}
     source = "kafka_connect_mirror_source_connector_"
     assert value(source + "record_count", **p0) == 40 and value(source + "byte_count", **p0) == 4000
     assert value(source + "record_rate", **p0) == 4.0  # 40 records in the 10 s window

@@ -92,7 +92,7 @@ def test_realtime_latency_is_the_writers_not_the_batch_end():
     written_at_ms = 1_000_000
     batch = PartitionBatch("dr.orders", 0, 10, 1000, written_at_ms - 50, 10 * (written_at_ms - 20),
                            latency_sum_ms=200, latency_max_ms=45)
-    figures.record("dr", [batch], read_at=None, now=written_at_ms / 1000 + 60)  # results a minute later
+    figures.record("primary", "dr", [batch], read_at=None, now=written_at_ms / 1000 + 60)  # results a minute later
     [(labels, values)] = figures.samples(now=written_at_ms / 1000 + 60)
-    assert labels == {"target": "dr", "topic": "dr.orders", "partition": "0"}
+    assert labels == {"source": "primary", "target": "dr", "topic": "dr.orders", "partition": "0"}
     assert values[LATENCY] == 20 and values[RECORD_AGE] == 20 and values[LATENCY_MAX] == 45
