@@ -59,7 +59,10 @@ def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spar
     print("\n" + "\n".join(f"{case}: caught up {seconds:.1f} s after" for case, seconds in recovery.items()))
     print(result)
     assert_nothing_lost(result)
-    assert result.duplicates == 0, f"{result.duplicates} records read twice with read_committed"
+    # exactly what the source holds: records its producer wrote twice (a retry across a broker
+    # restart) are two records there, and a faithful mirror copies both
+    assert result.duplicates == result.source_duplicates, (
+        f"{result.duplicates} records read twice with read_committed, {result.source_duplicates} of them twice on the source")
     assert result.faults == KILLS + 4
 
 

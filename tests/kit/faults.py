@@ -55,12 +55,17 @@ class FaultRunResult:
     lost: int = 0
     """Acknowledged records never seen on the target."""
     duplicates: int = 0
+    """Records seen again on the target (read_committed when judging exactly-once)."""
     altered: int = 0
     """Records on the target with a foreign key, on another partition or with other content."""
     recovery_s: list[float] = field(default_factory=list)
     """Per fault: seconds from the fault's end until the target held every record acknowledged then."""
     job_restarts: int = 0
     """Failed queries the running job restarted by itself (from its status file)."""
+    source_duplicates: int = 0
+    """Records the source itself holds twice (the test producer's own retries, e.g. across a broker
+    restart): a faithful mirror copies those twice too, so the mirror's own repeats are
+    ``duplicates - source_duplicates``."""
 
 
 class FaultRun:
@@ -145,9 +150,14 @@ class FaultRun:
         """Stop the producer, let the target catch up, count; one fault per ``recovery_s`` entry."""
         self.producer.stop()
         count = self.ledger.catch_up(self.producer, RECOVERY_TIMEOUT_S, alive=lambda: self._running())
+        source = Ledger(self.source, self.topic, PARTITIONS, value_size=VALUE_SIZE)
+        try:
+            on_source = source.catch_up(self.producer, RECOVERY_TIMEOUT_S)
+        finally:
+            source.close()
         return FaultRunResult(case, self.delivery, len(recovery_s), self.producer.acknowledged, count.unique,
                            count.lost, count.duplicates, count.corrupt, recovery_s,
-                           self.restarts_before + self.job_restarts())
+                           self.restarts_before + self.job_restarts(), on_source.duplicates)
 
     def _running(self) -> bool:
         return mirror.status(self.deployment).running
