@@ -34,6 +34,8 @@ _NO_OFFSET = -1001
 # up to the log end, where the default (500 ms) long poll then holds the broker connection: the
 # next range read (or watermark query) waits for it, 0.5 s each. Ranges read here already exist.
 _FETCH_WAIT_MS = 10
+# One consume() call's wait in a range read: the position is checked between calls (``messages``).
+_CONSUME_WAIT_S = 0.05
 # The admin API takes one group per offsets request: this many are sent before the first answer
 # is awaited, so 1,000 groups cost a few round trips instead of 1,000 (a failover reads and
 # writes every selected group's offsets).
@@ -105,8 +107,12 @@ class RecordReader:
         position = start
         while position < end:
             # consume() waits until it has ``num_messages`` or the timeout passes: never ask for more
-            # than the range still holds, or every short read would wait out the timeout.
-            fetched = self._consumer.consume(max(1, min(batch, end - position)), timeout=0.5)
+            # than the range still holds, or every short read would wait out the timeout. The wait is
+            # short because a range that ends in transaction markers (every partition an exactly-once
+            # writer commits to) delivers nothing more: consume() moves the position past the markers
+            # and then waits out its timeout, which cost 0.5 s per partition read (60 s for a
+            # failover's drain over 60 partitions) before the position check below ended the read.
+            fetched = self._consumer.consume(max(1, min(batch, end - position)), timeout=_CONSUME_WAIT_S)
             if not fetched:
                 # Nothing came: either the range ends in markers/aborted records (the position
                 # moved past them) or the broker is slow. Ask where the consumer stands.
