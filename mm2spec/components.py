@@ -121,6 +121,11 @@ class Components:
         return self._installed("YAML_LANGUAGE_SERVER_VERSION", "yaml-language-server",
                                "node_modules/.bin/yaml-language-server", "yaml-language-server")
 
+    @property
+    def actionlint(self) -> Path:
+        """The GitHub workflow linter of the CI-workflow tests (Go modules, scripts/setup)."""
+        return self._installed("ACTIONLINT_VERSION", "actionlint", "bin/actionlint", "actionlint")
+
     @staticmethod
     def java() -> str:
         java_home = os.environ.get("JAVA_HOME")

@@ -16,12 +16,13 @@ def missing_component(reason: object) -> None:
 
 
 def actionlint() -> Path:
-    """The actionlint binary scripts/install-actionlint.sh builds (at ACTIONLINT_VERSION of versions.env),
-    or fail in CI / skip elsewhere, naming the install script."""
-    from mm2spec.components import cache_dir, versions
+    """The actionlint binary scripts/setup builds (``components().actionlint``), or fail in CI / skip
+    elsewhere, naming the fix."""
+    from mm2spec.components import components
+    from mm2spec.errors import ComponentMissing
 
-    binary = cache_dir() / f"actionlint-{versions()['ACTIONLINT_VERSION']}" / "bin" / "actionlint"
-    if not binary.is_file():
-        missing_component(f"actionlint is not installed at {binary}; run scripts/install-actionlint.sh "
-                          "(scripts/test runs it)")
-    return binary
+    try:
+        return components().actionlint
+    except ComponentMissing as exc:
+        missing_component(exc)
+        raise  # missing_component always raises (pytest's fail or skip)

@@ -2,7 +2,7 @@
 ``mm2spec init`` writes, for the skeleton and for flags with unusual environment names, and this
 checkout's example. actionlint checks the workflow syntax, expressions and contexts, job ``needs``,
 the inputs of well-known actions and, when shellcheck is on PATH, every ``run:`` script.
-scripts/install-actionlint.sh builds it (scripts/test runs it); missing, the test fails in CI."""
+scripts/install-actionlint.sh builds it (scripts/setup runs it); missing, the test fails in CI."""
 
 from __future__ import annotations
 
