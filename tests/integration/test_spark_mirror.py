@@ -165,14 +165,14 @@ def end_offsets_of(bootstrap: str, topics: list[str], partitions: int) -> dict[t
     return found
 
 
-def wait_for(check, timeout: float, what: str, deployment=None) -> None:
+def wait_for(check, timeout: float, what: str, deployment=None, interval: float = 1.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
         if deployment is not None and not mirror.status(deployment).running:
             raise AssertionError(f"the job died while waiting for {what}:\n{deployment.log_file.read_text()[-4000:]}")
-        time.sleep(1.0)
+        time.sleep(interval)
     log = deployment.log_file.read_text()[-4000:] if deployment is not None else ""
     raise AssertionError(f"timed out waiting for {what}\n{log}")
 
@@ -186,6 +186,14 @@ def digest(records: list[tuple]) -> str:
     for key, value, headers, ts in records:
         h.update(repr((key, value, headers, ts)).encode())
     return h.hexdigest()
+
+
+def running_batch_age(config: dict, flow: str) -> float:
+    """Seconds since the flow's last committed batch (Spark's commit log in its checkpoint): in
+    Real-time Mode the running batch started then (a batch's offsets and commit are written at its end)."""
+    commits = Path(config["spark"]["checkpoint.location"]) / flow / "commits"
+    times = [f.stat().st_mtime for f in commits.iterdir() if f.name.isdigit()] if commits.is_dir() else []
+    return time.time() - max(times) if times else -1.0
 
 
 def crash_driver(deployment) -> None:
@@ -353,12 +361,20 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
         config["spark"].update({"mode": "realtime", "realtime.batch.duration": "5 seconds"})
         config["flows"][0]["tasks.max"] = "2"
     state = tmp_path / "state"
-    writer = threading.Thread(target=produce, args=(primary, topic, 15000, 3), kwargs={"start": 3000, "rate": 2000})
+    # Real-time: the writer outlasts two 5 s batches, so a batch is crashed mid-way with records coming
+    writer = threading.Thread(target=produce, args=(primary, topic, 15000 if mode == "microbatch" else 24000, 3),
+                              kwargs={"start": 3000, "rate": 2000})
     deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
     try:
         writer.start()
         wait_for(lambda: count_records(dr, remote, "read_committed") >= 6000 if end_offsets(dr, remote) else False,
                  180, "mirroring under load", deployment)
+        if mode == "realtime":
+            # Crash 2-4 s into a batch: its slices have committed transactions (every 100 ms) that
+            # the replay must skip. Right after a batch boundary the new batch may have written
+            # nothing yet, and the replay would prove nothing.
+            wait_for(lambda: writer.is_alive() and 2.0 <= running_batch_age(config, "primary-to-dr") <= 4.0,
+                     60, "a Real-time batch 2-4 s old while records come", deployment, interval=0.1)
         crash_driver(deployment)
         deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
         writer.join()

@@ -95,9 +95,18 @@ final class RealTimeSliceReader implements SupportsRealTimeRead<InternalRow> {
     public RecordStatus nextWithTimeout(Long startTimeMs, Long timeoutMs) {
         long deadline = startTimeMs + timeoutMs;
         try {
-            while (buffered.isEmpty()) {
+            // Ending is checked before the buffer: a batch that starts after a stop's endBatches must
+            // hand out nothing, not even the records the last batch left buffered -- the stop kills it
+            // uncommitted, so whatever it wrote would be written again at the next start.
+            while (true) {
+                if (RealTime.ending(input.realTimeKey)) {
+                    return RecordStatus.newStatusWithoutArrivalTime(false);
+                }
+                if (!buffered.isEmpty()) {
+                    break;
+                }
                 long left = deadline - System.currentTimeMillis();
-                if (left <= 0 || RealTime.ending(input.realTimeKey)) {
+                if (left <= 0) {
                     return RecordStatus.newStatusWithoutArrivalTime(false);
                 }
                 poll(Math.min(left, POLL_MS));
