@@ -364,13 +364,16 @@ class FlowPipeline:
 
     def end_realtime_batch(self) -> None:
         """Real-time Mode, before a stop: ends the running batch so its offsets are committed (a stop
-        mid-batch would replay it all at the next start) and waits, bounded, for the commit."""
+        mid-batch would replay it all at the next start) and waits, bounded, until the source plans
+        the next batch: Spark does that once the batch before has committed, and a batch planned
+        while batches end reads nothing, so the stop that follows kills nothing written. (Waiting
+        for the query's progress instead raced: its last progress can lag a batch behind, and the
+        stop then killed the batch that had just written records.)"""
         realtime = self.spark.sparkContext._jvm.mm2spec.spark.source.RealTime
-        before = _batch_id(self.query.lastProgress)
         realtime.endBatches(self.query_name, True)
         deadline = time.monotonic() + REALTIME_END_TIMEOUT_S
         while time.monotonic() < deadline and self.query.isActive:
-            if _batch_id(self.query.lastProgress) > before:
+            if realtime.drained(self.query_name):
                 return
             time.sleep(0.05)
         log.warning("flow=%s: the Real-time batch did not end within %.0f s; it runs again at the next start",
@@ -533,14 +536,6 @@ def apply_paused(pipelines: list[FlowPipeline], paused: set[str], wanted: set[st
             continue
         metrics.write_status()
     return paused
-
-
-def _batch_id(progress) -> int:
-    """The batch id of a query's last progress (-1 before the first)."""
-    if progress is None:
-        return -1
-    value = progress["batchId"] if isinstance(progress, dict) else getattr(progress, "batchId", -1)
-    return int(value) if value is not None else -1
 
 
 def topic_batches(written: BatchWritten) -> dict[str, TopicBatch]:

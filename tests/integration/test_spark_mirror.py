@@ -188,12 +188,21 @@ def digest(records: list[tuple]) -> str:
     return h.hexdigest()
 
 
-def running_batch_age(config: dict, flow: str) -> float:
-    """Seconds since the flow's last committed batch (Spark's commit log in its checkpoint): in
-    Real-time Mode the running batch started then (a batch's offsets and commit are written at its end)."""
-    commits = Path(config["spark"]["checkpoint.location"]) / flow / "commits"
-    times = [f.stat().st_mtime for f in commits.iterdir() if f.name.isdigit()] if commits.is_dir() else []
-    return time.time() - max(times) if times else -1.0
+def running_batch(config: dict, flow: str, topic: str) -> tuple[float, int]:
+    """Real-time Mode: seconds since the flow's running batch started, and the source offsets of
+    ``topic`` it started at (summed), from Spark's logs in the checkpoint (a batch's commit and end
+    offsets are written when it ends, so the last ones are where the running batch began);
+    (-1, 0) before the first batch ended."""
+    folder = Path(config["spark"]["checkpoint.location"]) / flow
+    commits = [f for f in (folder / "commits").glob("*") if f.name.isdigit()]
+    if not commits:
+        return -1.0, 0
+    last = max(commits, key=lambda f: int(f.name))
+    offsets = folder / "offsets" / last.name
+    if not offsets.is_file():
+        return -1.0, 0
+    started_at = json.loads(offsets.read_text().strip().splitlines()[-1]).get(topic, {})
+    return time.time() - last.stat().st_mtime, sum(started_at.values())
 
 
 def crash_driver(deployment) -> None:
@@ -373,8 +382,12 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
             # Crash 2-4 s into a batch: its slices have committed transactions (every 100 ms) that
             # the replay must skip. Right after a batch boundary the new batch may have written
             # nothing yet, and the replay would prove nothing.
-            wait_for(lambda: writer.is_alive() and 2.0 <= running_batch_age(config, "primary-to-dr") <= 4.0,
-                     60, "a Real-time batch 2-4 s old while records come", deployment, interval=0.1)
+            def mid_batch_with_records() -> bool:
+                age, started_at = running_batch(config, "primary-to-dr", topic)
+                return 2.0 <= age <= 4.0 and sum(end_offsets(primary, topic).values()) - started_at >= 500
+
+            wait_for(mid_batch_with_records, 60, "a Real-time batch 2-4 s old with records to write", deployment,
+                     interval=0.1)
         crash_driver(deployment)
         deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
         writer.join()

@@ -191,3 +191,54 @@ def test_a_start_waits_for_running_flows_and_counts_paused_ones(tmp_path):
     FakeJob(tmp_path, ["a", "b"])  # the status as the job writes it with b paused
     started = deployment.MirrorDeployment("j", str(tmp_path), os.getpid(), "local[2]", "h")
     assert deployment.wait_until_running(started, 1).flows["b"] == {"state": "paused"}
+
+
+class FakeRealTime:
+    """The JVM's mm2spec.spark.source.RealTime as the driver sees it: the source plans the next
+    batch ``plans_after`` polls after the batches were told to end."""
+
+    def __init__(self, plans_after: int | None):
+        self.plans_after = plans_after
+        self.calls: list[tuple] = []
+        self.polls = 0
+
+    def endBatches(self, key, ending):  # the JVM method's name
+        self.calls.append(("endBatches", key, ending))
+
+    def drained(self, key):
+        self.polls += 1
+        return self.plans_after is not None and self.polls > self.plans_after
+
+
+def realtime_pipeline(realtime: FakeRealTime):
+    from types import SimpleNamespace
+
+    from mm2spark.pipeline import FlowPipeline
+
+    pipeline = object.__new__(FlowPipeline)
+    jvm = SimpleNamespace(mm2spec=SimpleNamespace(spark=SimpleNamespace(source=SimpleNamespace(RealTime=realtime))))
+    pipeline.spark = SimpleNamespace(sparkContext=SimpleNamespace(_jvm=jvm))
+    pipeline.query_name = "mm2spark.job.east-to-west"
+    # The query's progress says a new batch at once (it lags the source): the old wait returned on it
+    # and the stop killed the batch that had just written records.
+    pipeline.query = SimpleNamespace(isActive=True, lastProgress={"batchId": 99})
+    pipeline.flow = SimpleNamespace(name="east-to-west")
+    return pipeline
+
+
+def test_a_realtime_stop_waits_until_the_next_batch_is_planned_not_for_the_progress(caplog):
+    realtime = FakeRealTime(plans_after=3)
+    realtime_pipeline(realtime).end_realtime_batch()
+    assert realtime.calls == [("endBatches", "mm2spark.job.east-to-west", True)]
+    assert realtime.polls == 4, "returned before the source planned a batch that reads nothing"
+    assert "did not end" not in caplog.text
+
+
+def test_a_realtime_batch_that_does_not_end_is_reported_and_the_stop_goes_on(monkeypatch, caplog):
+    import mm2spark.pipeline as pipeline_module
+
+    monkeypatch.setattr(pipeline_module, "REALTIME_END_TIMEOUT_S", 0.2)
+    realtime = FakeRealTime(plans_after=None)
+    realtime_pipeline(realtime).end_realtime_batch()
+    assert realtime.polls >= 2
+    assert "east-to-west: the Real-time batch did not end within" in caplog.text

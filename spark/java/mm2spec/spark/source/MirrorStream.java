@@ -131,6 +131,7 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
     public Offset latestOffset(Offset startOffset, ReadLimit limit) {
         if (realTime) {
             RealTime.uncut(options.realTimeKey);  // before reading what is admitted (see RealTime.cut)
+            RealTime.planned(options.realTimeKey);
             if (RealTime.admits(options.realTimeKey)) {
                 return realTimeLatest(((SourceOffset) startOffset).offsets);
             }

@@ -7,6 +7,8 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.common.TopicPartition;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * What the job's driver tells a flow's source in Real-time Mode ({@code spark.mode: realtime}), by
@@ -17,7 +19,8 @@ import org.apache.kafka.common.TopicPartition;
  *     writes for many seconds with no such hook, so the driver's topic scan creates them first and
  *     then admits them here ({@link #admit}); the stream reads only admitted partitions.</li>
  * <li>that the running batch should end now ({@link #endBatches}): the readers return at once, so the
- *     batch commits its offsets before a stop instead of being replayed after it. The flag is read by
+ *     batch commits its offsets before a stop instead of being replayed after it; the driver stops
+ *     the query once the batches after it are planned ({@link #drained}), which read nothing. The flag is read by
  *     the readers in this JVM, so it reaches them in local mode; on a cluster the batch is stopped
  *     mid-way and replayed from its start (at-least-once: duplicates, no loss).</li>
  * <li>that the running batch should end early once ({@link #cut}): partitions were just admitted, and
@@ -25,10 +28,13 @@ import org.apache.kafka.common.TopicPartition;
  * </ul>
  */
 public final class RealTime {
+    private static final Logger LOG = LoggerFactory.getLogger(RealTime.class);
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Map<String, Map<String, Integer>> ADMITTED = new ConcurrentHashMap<>();
     private static final Map<String, Boolean> ENDING = new ConcurrentHashMap<>();
     private static final Map<String, Boolean> CUT = new ConcurrentHashMap<>();
+    /** Batches planned since the key's batches were told to end. */
+    private static final Map<String, Integer> PLANNED_WHILE_ENDING = new ConcurrentHashMap<>();
 
     private RealTime() {
     }
@@ -73,11 +79,28 @@ public final class RealTime {
 
     /** Ends the running Real-time batches of the key (and every batch after, until cleared). */
     public static void endBatches(String key, boolean ending) {
+        PLANNED_WHILE_ENDING.remove(key);
         if (ending) {
             ENDING.put(key, Boolean.TRUE);
         } else {
             ENDING.remove(key);
         }
+    }
+
+    /** The source plans a batch of the key ({@code latestOffset}); counted while the key's batches end. */
+    static void planned(String key) {
+        if (key != null && ENDING.containsKey(key)) {
+            int n = PLANNED_WHILE_ENDING.merge(key, 1, Integer::sum);
+            LOG.info("mm2spec-mirror source: {} planned batch {} since the batches were told to end", key, n);
+        }
+    }
+
+    /** Whether two batches were planned since {@link #endBatches}: Spark may plan the next batch before
+     *  it has written the commit of the one that just ended (a stop then would kill that commit, and
+     *  the next start would write its records again), but it plans the one after only once both are
+     *  committed, and batches planned while ending read nothing. A stop from here writes nothing twice. */
+    public static boolean drained(String key) {
+        return PLANNED_WHILE_ENDING.getOrDefault(key, 0) >= 2;
     }
 
     /** Ends the running batch of the key early, once: the next batch's planning clears it ({@link #uncut}). */
@@ -100,5 +123,6 @@ public final class RealTime {
         ADMITTED.remove(key);
         ENDING.remove(key);
         CUT.remove(key);
+        PLANNED_WHILE_ENDING.remove(key);
     }
 }
