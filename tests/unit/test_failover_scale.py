@@ -42,6 +42,12 @@ class Log:
         self.reads += 1
         return self.logs[(topic, partition)][start:end]
 
+    def bounds(self, partitions):
+        return {tp: self.watermarks(*tp) for tp in partitions}
+
+    def read_many(self, ranges):
+        return {tp: self.read(*tp, start, end) for tp, (start, end) in ranges.items()}
+
 
 def test_content_is_the_records_content():
     record = Record("t", 3, 7, b"k", None, 5, (("h", b"v"),))

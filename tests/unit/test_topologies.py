@@ -95,6 +95,12 @@ class FakeCluster:
     def read(self, topic: str, partition: int, start: int, end: int) -> list[Record]:
         return [r for r in self.logs.get((topic, partition), []) if start <= r.offset < end]
 
+    def bounds(self, partitions) -> dict[tuple[str, int], tuple[int, int]]:
+        return {tp: self.watermarks(*tp) for tp in partitions}
+
+    def read_many(self, ranges) -> dict[tuple[str, int], list[Record]]:
+        return {tp: self.read(*tp, start, end) for tp, (start, end) in ranges.items()}
+
     def last_record(self, topic: str, partition: int) -> Record | None:
         records = self.logs.get((topic, partition), [])
         return records[-1] if records else None

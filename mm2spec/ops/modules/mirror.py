@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from mm2spec.engines import Action, wait_for
 from mm2spec.errors import OperationRefused
-from mm2spec.live.records import RecordReader
+from mm2spec.live.records import RecordReader, last_records
 from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
 from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
 from mm2spec.ops.playbooks.report import Outcome
@@ -60,18 +60,15 @@ def wait_until(ctx: Context, done, timeout: float, describe, failure: str) -> No
 
 
 def behind(ctx: Context, flow: MirrorFlow, parts: list[MirroredPartition]) -> list[MirroredPartition]:
-    """Partitions whose last source record is not (yet) the last record on DR, compared by content."""
+    """Partitions whose last source record is not (yet) the last record on DR, compared by content.
+    Each cluster is read once for all partitions (``last_records``), not a read per partition."""
     source = ctx.client(RecordReader, flow.source)
     target = ctx.client(RecordReader, flow.target, read_committed=flow.exactly_once)
-    lagging = []
-    for part in parts:
-        last = source.last_record(part.topic, part.partition)
-        if last is None:
-            continue
-        copy = target.last_record(part.target_topic, part.partition)
-        if copy is None or copy.content() != last.content():
-            lagging.append(part)
-    return lagging
+    lasts = last_records(source, [(part.topic, part.partition) for part in parts])
+    written = [part for part in parts if lasts[(part.topic, part.partition)] is not None]
+    copies = last_records(target, [(part.target_topic, part.partition) for part in written])
+    return [part for part in written if (copy := copies[(part.target_topic, part.partition)]) is None
+            or copy.content() != lasts[(part.topic, part.partition)].content()]
 
 
 def wait_caught_up(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:

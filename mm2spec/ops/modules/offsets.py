@@ -14,6 +14,7 @@ turned around (``topology.turned``). MM2 translates only from the original to th
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
@@ -68,6 +69,26 @@ class Windows:
         for lo, hi in window.missing(start, end):
             window.add(lo, hi, self.reader.read(topic, partition, lo, hi))
         return window.between(start, end)
+
+    def prefetch(self, ranges: Mapping[tuple[str, int], list[tuple[int, int]]]) -> None:
+        """Read these ranges of many partitions: their bounds in one request, then each partition's
+        first range not read yet in one ``read_many`` for all partitions, its second in the next
+        (most partitions have one): a pass costs about what one range read costs."""
+        unknown = [tp for tp in ranges if tp not in self.ends]
+        if unknown:
+            self.ends.update(self.reader.bounds(unknown))
+        todo: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for tp, wanted in ranges.items():
+            low, high = self.ends[tp]
+            window = self.windows.setdefault(tp, PartitionWindow())
+            for start, end in wanted:
+                todo.setdefault(tp, []).extend(window.missing(max(start, low), min(end, high)))
+        todo = {tp: gaps for tp, gaps in todo.items() if gaps}
+        while todo:
+            batch = {tp: gaps.pop(0) for tp, gaps in todo.items()}
+            for tp, found in self.reader.read_many(batch).items():
+                self.windows[tp].add(*batch[tp], found)
+            todo = {tp: gaps for tp, gaps in todo.items() if gaps}
 
 
 def exact_translation(group: str, part: MirroredPartition, committed: int, syncs: list[tuple[int, int]],
@@ -192,8 +213,9 @@ def translate_all(wanted: list[tuple[str, MirroredPartition, int]], syncs: Mappi
 
 
 def _prefetch(wanted: list, syncs: Mapping, source: Windows, dr: Windows) -> None:
-    """Read each partition's windows for all groups at once, merged (``PREFETCH_GAP``): many groups
-    on one partition cost a few range reads instead of a few reads each."""
+    """Read each partition's windows for all groups at once, merged (``PREFETCH_GAP``), and every
+    partition of a cluster in one pass (``Windows.prefetch``): many groups on many partitions cost
+    a few reads per cluster instead of a few per partition."""
     by_partition: dict[MirroredPartition, list[tuple[int, int, int, int]]] = {}
     for _group, part, committed in wanted:
         anchor = nearest_sync(syncs.get((part.topic, part.partition), []), committed)
@@ -201,11 +223,20 @@ def _prefetch(wanted: list, syncs: Mapping, source: Windows, dr: Windows) -> Non
             span = committed - anchor.upstream
             by_partition.setdefault(part, []).append((anchor.upstream, committed + LOOKAHEAD, anchor.downstream,
                                                       anchor.downstream + span + WALK_SLACK + LOOKAHEAD))
-    for part, windows in by_partition.items():
-        for start, end in merged([(w[0], w[1]) for w in windows], PREFETCH_GAP):
-            source.records(part.topic, part.partition, start, end)
-        for start, end in merged([(w[2], w[3]) for w in windows], PREFETCH_GAP):
-            dr.records(part.target_topic, part.partition, start, end)
+    on_source = {(part.topic, part.partition): merged([(w[0], w[1]) for w in windows], PREFETCH_GAP)
+                 for part, windows in by_partition.items()}
+    on_dr = {(part.target_topic, part.partition): merged([(w[2], w[3]) for w in windows], PREFETCH_GAP)
+             for part, windows in by_partition.items()}
+    if source.reader is dr.reader:
+        source.prefetch(on_source)
+        dr.prefetch(on_dr)
+        return
+    # The two clusters at once, each with its own consumer: one waits on its brokers while the
+    # other turns records into ``Record``s.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reading = pool.submit(source.prefetch, on_source)
+        dr.prefetch(on_dr)
+        reading.result()
 
 
 def _unplanned(ctx: Context, flow: MirrorFlow) -> list[Translation]:
