@@ -430,7 +430,7 @@ def _changes(ctx: Context, group: str, offsets: dict[tuple[str, int], int],
         if before == offset:
             continue
         if before is not None and before > offset and not ctx.options.allow_rewind:
-            kept.append(f"{tp[0]}-{tp[1]} stays at {before} (translated {offset}; --allow-rewind moves it back)")
+            kept.append(f"{tp[0]}-{tp[1]} at {before} (translated {offset})")
             continue
         changes[tp] = offset
     return changes, kept
@@ -440,11 +440,14 @@ def _commit_outcome(ctx: Context, flow: MirrorFlow, cluster: str, group: str, ch
                     kept: list[str], current: Mapping[tuple[str, int], int]) -> Outcome:
     diff = tuple((f"{group} {t}-{p}", "-" if current.get((t, p)) is None else str(current.get((t, p))), str(o))
                  for (t, p), o in sorted(changes.items()))
-    note = ("; " + "; ".join(kept)) if kept else ""
+    # A group that read on after an earlier run is ahead of the translation: left there, never rewound.
+    ahead = (f"left ahead of the translated offsets, where it has read to: {'; '.join(kept)} "
+             "(--allow-rewind moves it back)") if kept else ""
     if not changes:
-        return Outcome("ok", cluster, f"{group}: already at the translated offsets{note}", flow=flow.name)
+        return Outcome("ok", cluster, f"{group}: {ahead or 'already at the translated offsets'}", flow=flow.name)
     verb = "would commit" if ctx.options.check else "committed"
-    return Outcome("changed", cluster, f"{group}: {verb} {len(changes)} partitions{note}", diff, flow=flow.name)
+    done = f"{group}: {verb} {len(changes)} partition{'' if len(changes) == 1 else 's'}"
+    return Outcome("changed", cluster, f"{done}; {ahead}" if ahead else done, diff, flow=flow.name)
 
 
 MODULES = [

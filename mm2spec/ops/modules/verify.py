@@ -273,7 +273,8 @@ def failed_over(ctx: Context, _args: Mapping[str, Any]) -> list[Outcome]:
                                     f"{'; '.join(wrong[:5])}: re-run the failover", flow=flow.name))
         else:
             outcomes.append(Outcome("ok", flow.target, f"{flow.name}: failed over at {state.completed_at}; "
-                                    f"{len(wanted)} groups at their translated offsets" + lost.get(flow.name, ""),
+                                    f"{len(wanted)} group{'' if len(wanted) == 1 else 's'} at or past their "
+                                    "translated offsets" + lost.get(flow.name, ""),
                                     flow=flow.name))
     return outcomes
 
