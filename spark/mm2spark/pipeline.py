@@ -333,8 +333,9 @@ class FlowPipeline:
                 steps.append(f"batch end {time.monotonic() - began:.1f} s")
             self.query.stop()
         if self.realtime:
+            # The source's key stays ending until the next start forgets it: the stopped query's
+            # tasks end asynchronously, and one that saw it cleared would write what it holds.
             self.take_realtime_results()
-            self.spark.sparkContext._jvm.mm2spec.spark.source.RealTime.forget(self.query_name)
         steps.append(f"query {time.monotonic() - began:.1f} s")
         if self.sync_tail is not None:
             self.sync_tail.stop()
@@ -367,8 +368,7 @@ class FlowPipeline:
         mid-batch would replay it all at the next start) and waits, bounded, until the source plans
         the next batch: Spark does that once the batch before has committed, and a batch planned
         while batches end reads nothing, so the stop that follows kills nothing written. (Waiting
-        for the query's progress instead raced: its last progress can lag a batch behind, and the
-        stop then killed the batch that had just written records.)"""
+        for the query's progress instead raced: it can lag a batch behind.)"""
         realtime = self.spark.sparkContext._jvm.mm2spec.spark.source.RealTime
         realtime.endBatches(self.query_name, True)
         deadline = time.monotonic() + REALTIME_END_TIMEOUT_S

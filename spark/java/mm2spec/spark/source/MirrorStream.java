@@ -223,9 +223,7 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
             }
         }
         SliceConsumers.closeStream(streamId);
-        if (realTime && options.realTimeKey != null) {
-            RealTime.endBatches(options.realTimeKey, false);
-        }
+        // A Real-time key that was ending stays so (RealTime.forget): its killed tasks read nothing more.
     }
 
     // ------------------------------------------------------------------ the batch's plan

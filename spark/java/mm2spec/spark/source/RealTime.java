@@ -20,7 +20,8 @@ import org.slf4j.LoggerFactory;
  *     then admits them here ({@link #admit}); the stream reads only admitted partitions.</li>
  * <li>that the running batch should end now ({@link #endBatches}): the readers return at once, so the
  *     batch commits its offsets before a stop instead of being replayed after it; the driver stops
- *     the query once the batches after it are planned ({@link #drained}), which read nothing. The flag is read by
+ *     the query once the next batch is planned ({@link #drained}), which reads nothing; the flag stays
+ *     until the next start ({@link #forget}). The flag is read by
  *     the readers in this JVM, so it reaches them in local mode; on a cluster the batch is stopped
  *     mid-way and replayed from its start (at-least-once: duplicates, no loss).</li>
  * <li>that the running batch should end early once ({@link #cut}): partitions were just admitted, and
@@ -95,12 +96,11 @@ public final class RealTime {
         }
     }
 
-    /** Whether two batches were planned since {@link #endBatches}: Spark may plan the next batch before
-     *  it has written the commit of the one that just ended (a stop then would kill that commit, and
-     *  the next start would write its records again), but it plans the one after only once both are
-     *  committed, and batches planned while ending read nothing. A stop from here writes nothing twice. */
+    /** Whether a batch was planned since {@link #endBatches}: Spark plans a batch once the one before
+     *  has committed, and a batch planned while ending reads nothing, so a stop from here kills nothing
+     *  written. */
     public static boolean drained(String key) {
-        return PLANNED_WHILE_ENDING.getOrDefault(key, 0) >= 2;
+        return PLANNED_WHILE_ENDING.getOrDefault(key, 0) >= 1;
     }
 
     /** Ends the running batch of the key early, once: the next batch's planning clears it ({@link #uncut}). */
@@ -118,7 +118,9 @@ public final class RealTime {
         return key != null && (ENDING.containsKey(key) || CUT.containsKey(key));
     }
 
-    /** Forgets the key (the query stopped). */
+    /** Forgets the key, before its query starts. Not when it stops: the stopped query's tasks end
+     *  asynchronously, and a reader that saw the key no longer ending would hand out the records it
+     *  holds to a writer about to be killed (written now, and again at the next start). */
     public static void forget(String key) {
         ADMITTED.remove(key);
         ENDING.remove(key);
