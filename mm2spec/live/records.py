@@ -239,7 +239,8 @@ class RecordReader:
             found[position] = (last, None)
         return found
 
-    def last_record(self, topic: str, partition: int, end: int | None = None, lookback: int = 50) -> Record | None:
+    def last_record(self, topic: str, partition: int, end: int | None = None,
+                    lookback: int = _LOOKBACK) -> Record | None:
         """The last record before ``end`` (default: the partition's end), looking back past
         transaction markers up to ``lookback`` offsets."""
         low, high = self.watermarks(topic, partition)
