@@ -252,6 +252,16 @@ def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> di
         consumer.close()
 
 
+def group_members(bootstrap: str, group: str) -> int:
+    """Members of ``group`` on the cluster now (0: not there, or no member yet)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_consumer_groups([group], request_timeout=30).values()
+    try:
+        return len(future.result(timeout=60).members)
+    except KafkaException:
+        return 0  # not found, or its coordinator still loading: asked again
+
+
 # ------------------------------------------------------------------------------------ tests
 
 
@@ -269,12 +279,18 @@ def test_at_least_once_mirror_new_topics_crash_and_failover(kafka_pair, spark_re
     commit(primary, half_group, {(orders, p): 250 for p in range(4)})
     commit(primary, live_group, {(orders, p): 1000 for p in range(4)})
 
-    # a consumer on dr is active in live_group (before the job starts): its offsets must not be touched
+    # a consumer on dr is active in live_group (before the job starts): its offsets must not be touched.
+    # It also reads a topic of dr's own, so it joins now: the client may not join for a subscription
+    # whose topics do not exist yet (orders is created on dr by the job), and a group not joined yet
+    # is one MM2 syncs, as the job does.
+    local = f"it-{uid}-dr-local"
+    create_topic(dr, local, 1)
     live = Consumer({"bootstrap.servers": dr, "group.id": live_group, "enable.auto.commit": False})
-    live.subscribe([orders])
+    live.subscribe([orders, local])
     stop_live = threading.Event()
     poller = threading.Thread(target=lambda: [live.poll(0.2) for _ in iter(lambda: stop_live.is_set(), True)])
     poller.start()
+    wait_for(lambda: group_members(dr, live_group) > 0, 60, f"{live_group} to have a member on dr")
 
     config = job_config(kafka_pair, f"alo-{uid}", f"it-{uid}-.*", f"billing-{uid}-.*", tmp_path / "checkpoints",
                         exactly_once=False)
