@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT
 from mm2spec.render.properties import BYTE_ARRAY_CONVERTER, ENV_PROVIDER, client_properties, kafka_bool
-from mm2spec.spec.model import DesiredState, MirrorFlow
+from mm2spec.spec.model import Cluster, DesiredState, MirrorFlow
 
 
 def worker_properties(state: DesiredState) -> list[tuple[str, str]]:
@@ -65,10 +65,23 @@ def _flow_common(state: DesiredState, flow: MirrorFlow, connector_class: str) ->
     }
     for prefix, cluster in (("source.cluster.", source), ("target.cluster.", target)):
         config.update({prefix + key: value for key, value in client_properties(cluster)})
+    if flow.target != state.connect.cluster:
+        config.update(_producer_to_target(target))
     config["replication.policy.class"] = flow.policy_class
     if flow.separator != SEPARATOR_DEFAULT:  # MM2's default needs no key
         config["replication.policy.separator"] = flow.separator
     return config
+
+
+def _producer_to_target(target: Cluster) -> dict[str, str]:
+    """A Connect worker's producers write to the worker's own cluster: MM2's connectors of a flow
+    into another cluster (active-active: one Connect cluster runs both directions) would write the
+    records, checkpoints and heartbeats there. Their producer overrides point them at the target
+    (``connector.client.config.override.policy``, ``All`` by default); the worker's own offsets
+    stay on its cluster. The protocol is always set, as the worker's own would apply otherwise."""
+    props = {"bootstrap.servers": target.bootstrap, "security.protocol": target.security.protocol}
+    props.update(client_properties(target))
+    return {f"producer.override.{key}": value for key, value in props.items()}
 
 
 def _topics(flow: MirrorFlow) -> dict[str, str]:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mm2spec.spec.load import load_desired_state
 from mm2spec.errors import OutputUnwritable
@@ -219,3 +220,30 @@ def test_a_failure_while_staging_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(OutputUnwritable, match="Disk quota exceeded"):
         write_files(NEW_SET, tmp_path)
     assert folder_content(tmp_path) == before
+
+
+def test_connectors_of_a_flow_into_another_cluster_than_connects_write_to_their_target(tmp_path, monkeypatch):
+    """Active-active with one Connect cluster (on ``west``): the worker's producers write to west, so
+    the connectors of ``west-to-east`` point theirs at east (records, checkpoints, heartbeats);
+    ``east-to-west``'s keep the worker's. Secrets stay references."""
+    monkeypatch.setenv("EAST_PASSWORD", "s3cr3t-east")
+    flow = {"replicationPolicy": "default", "topics": ["orders"], "groups": ["app"], "heartbeats": True}
+    spec = {"apiVersion": "mm2spec/v1", "kind": "DisasterRecovery", "metadata": {"name": "aa"},
+            "clusters": {"east": {"bootstrapServers": ["east-1:9092"],
+                                  "security": {"protocol": "SASL_SSL", "saslMechanism": "SCRAM-SHA-512",
+                                               "username": "mm2", "passwordSecret": "EAST_PASSWORD"}},
+                         "west": {"bootstrapServers": ["west-1:9092"]}},
+            "mirrors": [{"source": "east", "target": "west", **flow}, {"source": "west", "target": "east", **flow}],
+            "engine": "connect", "acls": {"manage": False, "principal": "User:mm2"}}
+    (tmp_path / "aa.yaml").write_text(yaml.safe_dump(spec))
+    files = render_files(load_desired_state(tmp_path / "aa.yaml", None))
+    assert "s3cr3t" not in "\n".join(files.values())
+    assert parse_properties(files["connect-distributed.properties"])["bootstrap.servers"] == "west-1:9092"
+    for kind in ("Source", "Checkpoint", "Heartbeat"):
+        forward = json.loads(files[f"east-to-west-Mirror{kind}Connector.json"])["config"]
+        assert not [k for k in forward if k.startswith("producer.override.")], kind
+        back = json.loads(files[f"west-to-east-Mirror{kind}Connector.json"])["config"]
+        assert back["producer.override.bootstrap.servers"] == "east-1:9092", kind
+        assert back["producer.override.security.protocol"] == "SASL_SSL", kind
+        assert back["producer.override.sasl.mechanism"] == "SCRAM-SHA-512", kind
+        assert back["producer.override.sasl.jaas.config"].endswith('password="${env:EAST_PASSWORD}";'), kind
