@@ -17,7 +17,7 @@ backend, ``PULUMI_SKIP_CHECKPOINTS=true`` unless ``--checkpoints``). Times, in t
 Prints a table with the seconds of each phase and the load average at its end; asserts nothing.
 
     .venv/bin/python benchmarks/pulumi_scale.py [--topics 1000|10000] [--acls regex|literal]
-                                                [--partitions 1] [--checkpoints]
+                                                [--partitions 1] [--checkpoints] [--providers plugin|dynamic]
 
 ``--acls regex`` (default) selects the topics with one regular expression, so their ACLs are one
 resource per cluster and statement (the names the regex matches); ``--acls literal`` lists every
@@ -61,7 +61,7 @@ class Project:
         self.dir.mkdir()
         (root / "state").mkdir()
         (self.dir / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text().replace(
-            "virtualenv: .venv", f"virtualenv: {ROOT / '.venv'}"))
+            "virtualenv: .venv", f"virtualenv: {ROOT / '.venv'}").replace("path: .venv/bin", f"path: {ROOT / '.venv/bin'}"))
         (self.dir / "pulumi").symlink_to(ROOT / "pulumi")
         self.env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{root / 'state'}", "PULUMI_HOME": str(root / "home"),
                     "PULUMI_CONFIG_PASSPHRASE": "bench", "NO_COLOR": "1", **env}
@@ -126,6 +126,9 @@ def main() -> None:
     parser.add_argument("--acls", choices=["regex", "literal"], default="regex")
     parser.add_argument("--partitions", type=int, default=1, help="partitions of each source topic")
     parser.add_argument("--checkpoints", action="store_true", help="let Pulumi write the state after every step")
+    parser.add_argument("--providers", choices=["plugin", "dynamic"], default="plugin",
+                        help="the provider plugin pulumi-resource-mm2spec (default) or the dynamic providers "
+                             "(stack config mm2spec:plugin false)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mm2spec-bench-pulumi-"))
     stack = DevStack(root / "dev", ports=DevPorts.free(), secure=True, tie_to_parent=True, echo=lambda _l: None)
@@ -151,6 +154,7 @@ def main() -> None:
         project.run("login")
         project.run("stack", "init", "bench")
         project.run("config", "set", "mm2spec:spec", "spec.yaml")
+        project.run("config", "set", "mm2spec:plugin", "true" if args.providers == "plugin" else "false")
 
         rows: list[tuple[str, str, str, float]] = []
 
@@ -171,7 +175,7 @@ def main() -> None:
             phase("destroy --skip-preview, run again", ("destroy", "--yes", "--skip-preview"), must_pass=False)
 
         print()
-        print(f"| {args.topics} source topics, ACLs per {args.acls}, checkpoints "
+        print(f"| {args.topics} source topics, ACLs per {args.acls}, {args.providers} providers, checkpoints "
               f"{'on' if args.checkpoints else 'skipped'} | seconds | load average | resources |")
         print("|---|---|---|---|")
         for label, elapsed, what, load in rows:

@@ -91,7 +91,7 @@ def add_parsers(commands) -> None:
                    help=f"seconds to wait for each cluster (default {KAFKA_REQUEST_TIMEOUT_S:.0f})")
     p.add_argument("--pulumi-import-file", metavar="FILE",
                    help="also write Pulumi's import file (pulumi import --file FILE) for the spec's resources that "
-                        "exist: topics, ACL resources, connectors (stack config mm2spec:plugin: true)")
+                        "exist: topics, ACL resources, connectors (served by the provider plugin, the default)")
     p.add_argument("--pulumi-component", metavar="NAME",
                    help="the DisasterRecovery component the imported resources go under (default: the name of "
                         "./Pulumi.yaml, as the bundled program names it; '' for the stack's root)")

@@ -74,15 +74,15 @@ class DisasterRecovery(pulumi.ComponentResource):
 
     def __init__(self, name: str, spec: str, environment: str | None = None, *, out_dir: str | None = None,
                  spark_run: bool = False, secrets: SecretLookup | Mapping[str, str] | None = None,
-                 snapshot: Snapshot | None = None, opts: pulumi.ResourceOptions | None = None, plugin: bool = False):
+                 snapshot: Snapshot | None = None, opts: pulumi.ResourceOptions | None = None, plugin: bool = True):
         """``spec``: the DR spec file, relative to the Pulumi project's folder or absolute;
         ``environment``: its overlay; ``out_dir``: where rendered files go (default
         ``.mm2spec/out/<stack>``); ``spark_run``: engine spark, also run the job (left stopped while a
         flow is failed over); ``secrets``: the cluster passwords by secret name, a mapping or a
         function (default: the stack's config, ``pulumi config set --secret NAME``, then the
-        environment variable NAME); ``snapshot`` replaces reading the source clusters (tests); ``plugin``:
-        the children are ``mm2spec:index:*`` resources of the ``pulumi-resource-mm2spec`` plugin (which
-        ``pulumi import`` can fill), not dynamic ones."""
+        environment variable NAME); ``snapshot`` replaces reading the source clusters (tests); ``plugin``
+        (default): the children are ``mm2spec:index:*`` resources of the ``pulumi-resource-mm2spec``
+        plugin (which ``pulumi import`` can fill); ``False``: dynamic ones (the opt-out)."""
         try:
             root = project_root()
             path = spec if os.path.isabs(spec) else os.path.relpath(os.path.join(root, spec))

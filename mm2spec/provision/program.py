@@ -58,9 +58,10 @@ class ProgramSettings:
     """Where rendered files go (worker config, Spark job config), relative to ``root`` or absolute."""
     spark_run: bool = False
     """Engine spark: also run the mirroring job (stack config ``mm2spec:sparkRun``), not only configure it."""
-    plugin: bool = False
-    """Register the resources with the ``pulumi-resource-mm2spec`` plugin (``mm2spec:index:*`` types,
-    stack config ``mm2spec:plugin``) instead of as dynamic resources; the same providers serve both."""
+    plugin: bool = True
+    """Register the resources with the ``pulumi-resource-mm2spec`` plugin (``mm2spec:index:*`` types;
+    stack config ``mm2spec:plugin``, default true); ``False``: as dynamic resources (the opt-out for one
+    release, for stacks not moved over yet); the same providers serve both."""
 
 
 @dataclass
@@ -275,6 +276,6 @@ def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping
     config = pulumi.Config()
     dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
                           out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot,
-                          plugin=bool(config.get_bool("plugin")))
+                          plugin=bool(config.get_bool("plugin", True)))
     export(dr.state, dr.declared)
     return dr.declared

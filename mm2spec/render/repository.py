@@ -265,7 +265,13 @@ description: Kafka disaster recovery from {spec_file} (topics, ACLs, MirrorMaker
 runtime:
   name: python
   options:
-    virtualenv: .venv                 # created from requirements.txt (mm2spec[pulumi]) on the first run
+    virtualenv: .venv                 # python -m venv .venv && .venv/bin/pip install -r requirements.txt
+# The resources are served by mm2spec's provider plugin, pulumi-resource-mm2spec, which
+# requirements.txt installs into .venv/bin: named here, so the CLI finds it without PATH.
+plugins:
+  providers:
+    - name: mm2spec
+      path: .venv/bin
 """
 
 
@@ -345,8 +351,13 @@ pre-commit install                 # optional: validate on every commit
 pulumi login                       # your state backend (pulumi login --local: files on this machine)
 {stacks}```
 
-The first `pulumi preview` creates the program's `.venv` from `requirements.txt` (`mm2spec[pulumi]`,
-the version that wrote this repository); `pulumi install` does it ahead of time.
+Then create the program's `.venv` from `requirements.txt` (`mm2spec[pulumi]`, the version that wrote
+this repository), before the first `pulumi preview`: it also holds mm2spec's provider plugin
+(`pulumi-resource-mm2spec`), which `Pulumi.yaml` names by its folder.
+
+```bash
+python -m venv .venv && .venv/bin/pip install -r requirements.txt
+```
 
 Passwords never go in the spec: a secured cluster's `passwordSecret` names a secret, set per stack
 with `pulumi config set --secret NAME --stack ENV` (or exported as the environment variable NAME).

@@ -3,10 +3,11 @@
 The real CLI (scripts/pulumi, a local file backend in tmp) on the secured dev clusters: a project
 whose program has the old shape (``program.declare`` at the stack's root, as
 ``mm2spec.provision.program.main`` did before the component) creates topics, ACLs and the Spark
-job config; then the program becomes the bundled one (``pulumi/__main__.py``: the component).
-The preview creates the component only, and replaces, deletes and creates nothing else: the
-aliases carry every resource to its new URN. After ``up`` every resource is the component's child
-and a preview has no changes.
+job config with the dynamic providers; then the program becomes the bundled one
+(``pulumi/__main__.py``: the component, whose children the ``pulumi-resource-mm2spec`` plugin
+serves). The preview creates the component only, and replaces, deletes and creates nothing else:
+the aliases carry every resource to its new URN and type. After ``up`` every resource is the
+component's child, of the plugin's type, and a preview has no changes.
 
 A missing Pulumi CLI fails the test when ``CI`` is set and skips it otherwise.
 """
@@ -24,6 +25,7 @@ import yaml
 
 from mm2spec.dev import ADMIN_PASSWORD
 from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.provision.plugin_package import DYNAMIC_TYPES
 from mm2spec.spec.model import Cluster, Security
 from specs import ADMIN_SECRET, spec_for
 from test_pulumi_stack import PROJECT_ROOT, WRAPPER, pulumi_bin  # noqa: F401 - pulumi_bin is a fixture
@@ -32,7 +34,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 COMPONENT = "mm2spec:index:DisasterRecovery"
 
-#: The program as it was before the component: every resource registered at the stack's root.
+#: The program as it was before the component: every resource registered at the stack's root, by
+#: the dynamic providers (the default before the plugin).
 OLD_PROGRAM = '''\
 import pulumi
 
@@ -46,7 +49,7 @@ state = load_desired_state(config.require("spec"), config.get("environment"))
 passwords = program.resolve_passwords(state, program.config_secret_lookup(config))
 sources = snapshot_sources(state, lambda alias: KafkaAdmin(state.cluster(alias),
                                                            secrets=lambda _name: passwords.get(alias)))
-settings = program.ProgramSettings(program.project_root(), config.require("outDir"))
+settings = program.ProgramSettings(program.project_root(), config.require("outDir"), plugin=False)
 program.export(state, program.declare(state, sources, passwords, settings))
 '''
 
@@ -113,9 +116,10 @@ def test_a_stack_made_before_the_component_moves_under_it_unchanged(pulumi_bin, 
     pulumi("up", "--yes", "--skip-preview")
     after = resources()
     assert set(after) == set(before) | {"mm2spec"}
-    # The same resources (IDs, creation times), now the component's children.
+    # The same resources (IDs, creation times), now the component's children and the plugin's.
+    plugin_type = {dynamic: token for token, dynamic in DYNAMIC_TYPES.items()}
     assert {name: after[name] for name in before} == {
-        name: (f"{COMPONENT}${kind}", id_, created) for name, (kind, id_, created) in before.items()}
+        name: (f"{COMPONENT}${plugin_type[kind]}", id_, created) for name, (kind, id_, created) in before.items()}
     pulumi("preview", "--expect-no-changes")
     pulumi("destroy", "--yes", "--skip-preview")
     assert KafkaAdmin(Cluster(dst, (secure_kafka_pair.dr.bootstrap,),

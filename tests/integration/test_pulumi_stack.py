@@ -275,6 +275,12 @@ def test_stack_lifecycle_on_secured_clusters(pulumi_bin, secure_kafka_pair, tmp_
     # Nothing secret anywhere: outputs, the exported state, the backend's files.
     exported = stack.run("stack", "export").stdout
     assert '"ciphertext"' in exported
+    # The provider plugin serves every resource by default (no mm2spec:plugin in the stack config).
+    kinds = {r["type"] for r in json.loads(exported)["deployment"]["resources"]
+             if not r["type"].startswith(("pulumi:", "mm2spec:index:DisasterRecovery"))}
+    assert kinds and all(kind.startswith("mm2spec:index:") for kind in kinds), kinds
+    # ... found where Pulumi.yaml's plugins section says (the venv), not as an ambient plugin on PATH.
+    assert not any("pulumi-resource-mm2spec from $PATH" in run for run in stack.transcript)
     backend = "".join(p.read_text(errors="replace") for p in (tmp_path / "state").rglob("*") if p.is_file())
     everything = "\n".join(stack.transcript) + exported + backend
     for password in PASSWORDS:

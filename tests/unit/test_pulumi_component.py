@@ -18,7 +18,7 @@ from pulumi.runtime.mocks import MockMonitor
 from mm2spec.errors import SpecInvalid
 from mm2spec.live.types import LiveTopic
 from mm2spec.plan.desired import SourceSnapshot
-from mm2spec.provision import component
+from mm2spec.provision import component, plugin_package
 from mm2spec.pulumi import DisasterRecovery
 from mm2spec.spec.load import load_desired_state
 
@@ -78,7 +78,7 @@ def build(monkeypatch, spec=EXAMPLE, secrets=PASSWORDS.get, **kwargs):
 
 
 def test_every_resource_is_a_child_aliased_to_the_stack_root(monkeypatch):
-    registry, built = build(monkeypatch)
+    registry, built = build(monkeypatch, plugin=False)
     dr = built["dr"]
     registry.requests.pop("team-infra-prod")  # the stack
     parent = registry.requests.pop("payments")
@@ -91,6 +91,20 @@ def test_every_resource_is_a_child_aliased_to_the_stack_root(monkeypatch):
         # One alias: the same type and name with no parent, where the program put it before.
         [alias] = request.aliases
         assert alias.spec.noParent and not alias.spec.name and not alias.spec.type, name
+
+
+def test_by_default_the_children_are_the_plugins_and_keep_every_earlier_address(monkeypatch):
+    registry, built = build(monkeypatch)
+    registry.requests.pop("team-infra-prod", None)  # the stack (registered once per process)
+    registry.requests.pop("payments")
+    assert set(registry.requests) == {*built["dr"].declared.topics, *built["dr"].declared.acls, "spark-mirror"}
+    for name, request in registry.requests.items():
+        assert request.type.startswith("mm2spec:index:") and request.custom, name
+        twin = plugin_package.DYNAMIC_TYPES[request.type]
+        # Where the program put it before the component (the root, this type), and where the
+        # dynamic providers put it (their type, under the component and at the root).
+        found = {(a.spec.noParent, a.spec.type) for a in request.aliases}
+        assert found == {(True, ""), (False, twin), (True, twin)}, name
 
 
 def test_outputs_resolve_from_the_children_and_are_registered(monkeypatch):

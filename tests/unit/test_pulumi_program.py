@@ -68,7 +68,7 @@ def run(state, passwords, stack="prod", out_dir=".mm2spec/out/prod") -> tuple[Re
     @pulumi.runtime.test
     def body():
         declared["d"] = program.declare(state, snapshot(), passwords,
-                                        program.ProgramSettings(str(ROOT), out_dir))
+                                        program.ProgramSettings(str(ROOT), out_dir, plugin=False))
 
     body()
     return mocks, declared["d"]
@@ -280,9 +280,13 @@ def test_missing_password_names_the_secret(prod):
     assert "PRIMARY" not in str(raised.value)
 
 
-def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod", sources=None):
+def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod", sources=None, plugin: bool | None = False):
+    """The program's ``main`` with this stack config; these tests look at the dynamic resources
+    (``mm2spec:plugin: false``) unless ``plugin`` says otherwise (``None``: the config leaves it out)."""
     mocks = Recorder()
     set_mocks(mocks, project="mm2spec", stack=stack, preview=True)
+    if plugin is not None:
+        config = {"plugin": "true" if plugin else "false", **config}
     pulumi.runtime.set_all_config({f"mm2spec:{k}": v for k, v in config.items()}, [f"mm2spec:{k}" for k in secret_keys])
     result = {}
 
@@ -295,6 +299,20 @@ def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod", sourc
     finally:
         pulumi.runtime.set_all_config({}, [])
     return mocks, result.get("declared")
+
+
+def test_the_plugin_serves_every_resource_unless_the_stack_opts_out():
+    mocks, _ = run_main({"spec": str(EXAMPLE), "environment": "prod", "DR_MM2_PASSWORD": "x",
+                         "PRIMARY_MM2_PASSWORD": "y"}, plugin=None)
+    custom = {name: r.typ for name, r in mocks.resources.items() if r.typ != "pulumi:pulumi:Stack"
+              and not r.typ.endswith(":DisasterRecovery")}
+    assert custom and all(typ.startswith("mm2spec:index:") for typ in custom.values()), custom
+    assert {typ.rpartition(":")[2] for typ in custom.values()} >= {"Topic", "AclBinding", "SparkDeployment"}
+    opted_out, _ = run_main({"spec": str(EXAMPLE), "environment": "prod", "DR_MM2_PASSWORD": "x",
+                             "PRIMARY_MM2_PASSWORD": "y"}, plugin=False)
+    dynamic = {name: r.typ for name, r in opted_out.resources.items() if r.typ.startswith("pulumi-python:dynamic/")}
+    # The same resources by name, either way.
+    assert sorted(dynamic) == sorted(custom)
 
 
 def test_main_reads_stack_config_and_secret_config_before_the_environment(monkeypatch):
