@@ -111,7 +111,9 @@ def add_parsers(commands) -> None:
     p.add_argument("--verify-timeout", type=float, default=180.0, metavar="S",
                    help="how long verify is retried until DR is healthy (default 180)")
     p.add_argument("--limit", action="append", metavar="flow=NAME,group=REGEX",
-                   help="only these flows and/or groups (repeatable)")
+                   help="only these flows and/or groups (repeatable); the flows must go from one source to one "
+                        "target: on an active-active or fan-in spec, pick one direction or source, e.g. "
+                        "--limit flow=primary-to-dr")
     p.add_argument("--state-dir", help="the Spark job's state folder (default .mm2spec/spark/<spec name>)")
     p.add_argument("--connect-url", help="the Connect REST URL (default: the spec's connect.restUrl)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -70,7 +70,8 @@ def test_flows_between_different_clusters_are_refused(tmp_path):
     spec["environments"] = {}
     path = tmp_path / "two.dr.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(OperationRefused, match=r"edge -> dr, primary -> dr; pick them with --limit flow=NAME"):
+    with pytest.raises(OperationRefused, match=r"edge -> dr, primary -> dr \(fan-in: .*one of --limit flow=primary-to-dr "
+                                               r"\(primary -> dr\), --limit flow=edge-to-dr \(edge -> dr\)"):
         plan_drill(load_desired_state(path, None), Options(), DrillSettings())
 
 

@@ -31,6 +31,9 @@ class Move:
     old_topic: str
     new_topic: str
     partition: int
+    remote: str | None = None
+    """Active-active: the reverse flow whose copy (``old_topic`` at a failover, ``new_topic`` at a
+    failback) is a remote topic; None for the drilled flow's own topics."""
 
 
 def _first(reader: RecordReader, topic: str, partition: int, offset: int) -> Record | None:
@@ -67,6 +70,8 @@ def probe(old: RecordReader, new: RecordReader, move: Move, committed: int | Non
     row = {"group": move.group, "topic": move.old_topic, "targetTopic": move.new_topic, "partition": move.partition,
            "committed": committed, "resumeAt": resume, "expected": None, "found": None,
            "skipped": None, "reread": None, "result": "unknown"}
+    if move.remote:
+        row["remote"] = move.remote
     if committed is None or resume is None:
         row["note"] = "no committed offset on " + ("the cluster it left" if committed is None else "the cluster it moved to")
         return row

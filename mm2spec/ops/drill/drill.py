@@ -74,7 +74,8 @@ class DrillSettings:
 
 @dataclass(frozen=True)
 class DrillPlan:
-    """Who takes part: one source and one target cluster, the flows, the probe names."""
+    """Who takes part: one source and one target cluster, the flows, the probe names, and the
+    spec's other flows on those clusters, which the drill leaves mirroring."""
 
     source: str
     target: str
@@ -83,6 +84,10 @@ class DrillPlan:
     """Per flow: the probe topics it mirrors (source names)."""
     groups: dict[str, tuple[str, ...]]
     """Per probe group: the probe topics it consumes (those of the flows that checkpoint it)."""
+    others: tuple[tuple[MirrorFlow, str], ...] = ()
+    """The spec's other flows into or out of the source or the target, each with its ``relation``
+    to the drilled pair (the other direction of an active-active pair, another source of a fan-in):
+    they are not failed over and keep mirroring."""
 
     def names_on(self, alias: str) -> dict[str, str]:
         """Probe topic -> its name on ``alias`` (the replication policy's name on the target)."""
@@ -92,20 +97,67 @@ class DrillPlan:
                 names[topic] = flow.target_topic(topic) if alias == self.target else topic
         return names
 
+    def reverse_flows(self, flow: MirrorFlow) -> list[MirrorFlow]:
+        """Active-active: the other flows of the spec the other way; a group of ``flow`` reading one's
+        copies on the source (remote topics) moves to their originals on the target and back."""
+        return [f for f, relation in self.others if relation == ACTIVE_ACTIVE and f.source == flow.target]
+
+
+ACTIVE_ACTIVE, FAN_IN, FAN_OUT, CHAIN = "active-active", "fan-in", "fan-out", "chain"
+_WHY = {
+    ACTIVE_ACTIVE: "a switch moves consumers one way; both directions at once would stop both mirrors and move the "
+                   "groups both ways",
+    FAN_IN: "each source fails over and back on its own while the others keep mirroring into the target",
+    FAN_OUT: "a source fails over to one target at a time",
+    CHAIN: "one cluster would be both the one failed over and the one failed over to",
+    None: "a drill switches one pair of clusters",
+}
+
+
+def relation(pair: tuple[str, str], source: str, target: str) -> str | None:
+    """How flows from ``pair[0]`` to ``pair[1]`` stand to a drill of ``source`` -> ``target``:
+    ``active-active`` (the other direction), ``fan-in`` (another source into the target), ``fan-out``
+    (the source into another cluster), ``chain`` (into the source, or out of the target elsewhere);
+    None for the drilled pair itself or flows that touch neither cluster."""
+    if pair == (target, source):
+        return ACTIVE_ACTIVE
+    if pair[1] == target and pair[0] != source:
+        return FAN_IN
+    if pair[0] == source and pair[1] != target:
+        return FAN_OUT
+    if pair[0] == target or pair[1] == source:
+        return CHAIN
+    return None
+
+
+def _refuse_pairs(flows: list[MirrorFlow], pairs: list[tuple[str, str]]) -> None:
+    """Flows over more than one pair of clusters: refused, naming the topology, why, and the flows
+    that ``--limit flow=`` can pick one at a time."""
+    found = {relation(b, *a) for a in pairs for b in pairs if a < b}
+    kind = next((k for k in (ACTIVE_ACTIVE, FAN_IN, FAN_OUT, CHAIN) if k in found), None)
+    shown = kind or "flows between different clusters"
+    raise OperationRefused(
+        f"a drill fails one source cluster over to one target and back, and the selected flows go "
+        f"{', '.join(f'{s} -> {t}' for s, t in pairs)} ({shown}: {_WHY[kind]}). Drill one pair at a time, "
+        f"with one of {', '.join(f'--limit flow={f.name} ({f.source} -> {f.target})' for f in flows)} "
+        "(repeated for several flows of one pair); nothing was changed")
+
 
 def plan_drill(state: DesiredState, options: Options, settings: DrillSettings) -> DrillPlan:
     """Check the drill can run on these flows and name its probe topics and groups (offline)."""
     flows = Context(state, options).flows
     pairs = sorted({(f.source, f.target) for f in flows})
     if len(pairs) != 1:
-        raise OperationRefused("a drill fails one source cluster over to one target: the selected flows go "
-                               f"{', '.join(f'{s} -> {t}' for s, t in pairs)}; pick them with --limit flow=NAME")
+        _refuse_pairs(flows, pairs)
+    source, target = pairs[0]
     topics = {f.name: _probe_names(f, "topic", settings.probe_topics) for f in flows}
     groups: dict[str, set[str]] = {}
     for flow in (f for f in flows if f.groups):
         for group in _probe_names(flow, "group", settings.probe_groups):
             groups.setdefault(group, set()).update(topics[flow.name])
-    return DrillPlan(pairs[0][0], pairs[0][1], tuple(flows), topics, {g: tuple(sorted(t)) for g, t in groups.items()})
+    others = tuple((f, kind) for f in state.mirrors if f not in flows
+                   and (kind := relation((f.source, f.target), source, target)) is not None)
+    return DrillPlan(source, target, tuple(flows), topics, {g: tuple(sorted(t)) for g, t in groups.items()}, others)
 
 
 def _probe_names(flow: MirrorFlow, kind: str, given: tuple[str, ...]) -> tuple[str, ...]:
@@ -245,6 +297,8 @@ class Drill:
         self.groups = [ProbeGroup(g, secrets) for g in plan.groups]
         self.sampler = Sampler(self)
         self.reports: dict[str, RunReport] = {}
+        self.others_before: dict[str, bool] = {}
+        """Whether each of the spec's other flows (``DrillPlan.others``) mirrored when the drill began."""
         self._admins: dict[str, KafkaAdmin] = {}
 
     def admin(self, alias: str) -> KafkaAdmin:
@@ -325,9 +379,15 @@ class Drill:
     # ------------------------------------------------------------------------------- prepare
     def _prepare(self) -> str:
         states = Context(self.spec, self.options, self.secrets).failover_states()
+        # Active-active: the other direction failed over would have the failover refused (both mirrors
+        # stopped, groups both ways) only after the load had started; another fan-in source may be.
+        reverse = tuple(f.name for f, kind in self.plan.others if kind == ACTIVE_ACTIVE)
+        if reverse:
+            states |= Context(self.spec, Options(limit_flows=reverse), self.secrets).failover_states()
         if states:
             raise OperationRefused(f"{', '.join(f'{n} is {s.phase}' for n, s in states.items())}: a drill starts from "
                                    "a healthy setup; finish that first (mm2spec failover to converge, or fail back)")
+        self.others_before = {o["flow"]: o["running"] for o in self._others()}
         names = sorted({t for topics in self.plan.topics.values() for t in topics})
         self.partitions = [(t, p) for t in names for p in range(self._create(t))]
         self.load = ProbeLoad(self.id, self.partitions, self.settings.rate, self.settings.record_bytes, self.secrets)
@@ -338,7 +398,10 @@ class Drill:
         mirrored = time.monotonic() - began
         self._hold()
         return (f"{len(self.partitions)} probe partitions ({', '.join(names)}), {len(self.groups)} probe groups; "
-                f"first records on {self.plan.target} after {mirrored:.1f}s")
+                f"first records on {self.plan.target} after {mirrored:.1f}s" + "".join(
+                    f"; {f.name} ({kind}, {f.source} -> {f.target}) "
+                    f"{'mirroring' if self.others_before.get(f.name) else 'not mirroring'}, left as it is"
+                    for f, kind in self.plan.others))
 
     def _create(self, topic: str) -> int:
         """Create a probe topic on the source if absent; its partition count. An existing one that
@@ -449,15 +512,17 @@ class Drill:
             raise OperationRefused(f"{name} failed at [{failed.name}]: "
                                    + ("; ".join(o.message for o in failed.outcomes if o.message) or failed.reason))
         lost, seconds = self._lost(old, new)
+        others = self._others()
         self.switches.append({"name": name, "from": old, "to": new, "lostRecords": lost, "rpoSeconds": seconds,
-                              "rtoSeconds": _rounded(report.rto_seconds()), "playbookSeconds": round(report.seconds, 3)})
+                              "rtoSeconds": _rounded(report.rto_seconds()), "playbookSeconds": round(report.seconds, 3),
+                              "otherFlows": others})
         if lost:
             raise OperationRefused(f"{lost} records acknowledged on {old} are not on {new} after the {name} "
                                    f"(RPO {seconds:.1f}s): a planned switch must lose nothing")
         translated = totals(report.section(TRANSLATIONS) or [])
         return (f"{translated['groups']} groups, {translated['partitions']} partitions translated; "
                 f"{self.load.written.get(old).count if old in self.load.written else 0} records written on {old} "
-                f"all on {new} (RPO 0)")
+                f"all on {new} (RPO 0)" + _others_text(others))
 
     def _lost(self, old: str, new: str) -> tuple[int, float]:
         """Records acknowledged on ``old`` that ``new`` lacks, and the seconds of writes they span
@@ -474,18 +539,47 @@ class Drill:
 
     def _moves(self, old: str, forward: bool) -> list[Move]:
         """Every selected group's committed partitions on the cluster it leaves, on topics a flow
-        mirrors: read from the cluster, not taken from the playbook's report."""
+        mirrors, and (active-active) on the reverse flows' copies on the source, which move to their
+        originals on the target and back: read from the cluster, not taken from the playbook's
+        report. On the way back only the groups the failover moved leave the target's own topics
+        (the failback moves no other group there)."""
         ctx = Context(self.spec, self._options(), self.secrets)
         offsets = GroupOffsets(self.spec.cluster(old), self.secrets)
         names, moves = offsets.groups(), []
+        moved_over = {r["group"] for r in self.probes if r["switch"] == "failover"}
         for flow in self.plan.flows:
             chosen = [g for g in flow.mirrored_groups(names) if ctx.group_selected(g)]
+            backs = self.plan.reverse_flows(flow)
             for group, state in sorted(offsets.describe(chosen).items()):
                 for topic, partition in sorted(state.offsets):
                     moved = _moved_name(flow, topic, forward)
                     if moved is not None:
                         moves.append(Move(group, topic, moved, partition))
+                        continue
+                    remote = next(((back, name) for back in backs if (name := _remote_name(back, topic, forward))),
+                                  None)
+                    if remote and (forward or group in moved_over):
+                        moves.append(Move(group, topic, remote[1], partition, remote=remote[0].name))
         return moves
+
+    def _others(self) -> list[dict]:
+        """Whether each of the spec's other flows on the drilled clusters mirrors now (the engine's view)."""
+        if not self.plan.others:
+            return []
+        ctx = Context(self.spec, Options(limit_flows=tuple(f.name for f, _ in self.plan.others),
+                                         state_dir=self.options.state_dir, connect_url=self.options.connect_url),
+                      self.secrets)
+        found = []
+        try:
+            for flow, _relation in self.plan.others:
+                try:
+                    seen = ctx.engine.running(flow)
+                    found.append({"flow": flow.name, "running": seen.up, "seen": seen.seen})
+                except Mm2specError as exc:  # what the drill reports, not a reason to stop it
+                    found.append({"flow": flow.name, "running": False, "seen": f"not known: {exc}"})
+        finally:
+            ctx.close()
+        return found
 
     def _probe(self, switch: str, old: str, new: str) -> str:
         moves = self._moves(old, forward=switch == "failover")
@@ -540,7 +634,11 @@ class Drill:
             "formatVersion": DRILL_FORMAT_VERSION, "id": self.id, "spec": self.spec.name,
             "environment": self.spec.environment, "engine": self.spec.engine,
             "source": self.plan.source, "target": self.plan.target,
-            "flows": [{"flow": f.name, "probeTopics": list(self.plan.topics[f.name])} for f in self.plan.flows],
+            "flows": [{"flow": f.name, "source": f.source, "target": f.target,
+                       "probeTopics": list(self.plan.topics[f.name]),
+                       "targetTopics": [f.target_topic(t) for t in self.plan.topics[f.name]]} for f in self.plan.flows],
+            "otherFlows": [{"flow": f.name, "source": f.source, "target": f.target, "relation": kind,
+                            "runningBefore": self.others_before.get(f.name)} for f, kind in self.plan.others],
             "probeGroups": sorted(self.plan.groups),
             "startedAt": datetime.fromtimestamp(self.started_at, timezone.utc).isoformat(timespec="seconds"),
             "seconds": _elapsed(self.t0), "passed": self.passed, "stoppedAt": stopped, "exitCode": 0 if self.passed else 1,
@@ -558,6 +656,25 @@ def _moved_name(flow: MirrorFlow, topic: str, forward: bool) -> str | None:
     if source is None or not flow.mirrored_topics([source]):
         return None
     return flow.target_topic(source) if forward else source
+
+
+def _others_text(others: list[dict]) -> str:
+    """The other flows' state after a switch, for the phase's message."""
+    running = [o["flow"] for o in others if o["running"]]
+    stopped = [f"{o['flow']} ({o['seen']})" for o in others if not o["running"]]
+    return ((f"; kept mirroring: {', '.join(running)}" if running else "")
+            + (f"; not mirroring: {', '.join(stopped)}" if stopped else ""))
+
+
+def _remote_name(back: MirrorFlow, topic: str, forward: bool) -> str | None:
+    """Active-active: where a group's position on ``topic`` lands when it moves along the flow that
+    ``back`` reverses. Forward (failover): ``topic`` is ``back``'s copy on the flow's source, and
+    the position lands on the original on the target; backward (failback): ``topic`` is the
+    original there, and it lands on the copy. None when ``back`` does not mirror it."""
+    original = back.source_topic(topic) if forward else topic
+    if original is None or not back.mirrored_topics([original]):
+        return None
+    return original if forward else back.target_topic(original)
 
 
 def _camel(name: str) -> str:

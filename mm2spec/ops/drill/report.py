@@ -53,18 +53,49 @@ def _tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     tasks = [[p["name"], t["task"], t["status"], seconds(t["start"]), seconds(t["seconds"])]
              for p in data["phases"] for t in p["tasks"]]
     switches = [[s["name"], f"{s['from']} -> {s['to']}", seconds(s["rtoSeconds"]), seconds(s["playbookSeconds"]),
-                 str(s["lostRecords"]), seconds(s["rpoSeconds"])] for s in data["switches"]]
+                 str(s["lostRecords"]), seconds(s["rpoSeconds"]), _others_after(s)] for s in data["switches"]]
     return [
         ("Phases", ["phase", "status", "start (s)", "time (s)", "RTO (s)", "detail"], phases),
-        ("Switches", ["switch", "direction", "RTO (s)", "playbook (s)", "records lost", "RPO (s)"], switches),
+        ("Switches", ["switch", "direction", "RTO (s)", "playbook (s)", "records lost", "RPO (s)", "other flows after it"],
+         switches),
         ("Groups after each switch", ["switch", "group", "partitions", "skipped", "re-read", "unknown"], groups),
+        ("Topics each group moved between", ["switch", "group", "from -> to", "partitions", "exact"], topic_moves(data)),
         ("Tasks of each phase", ["phase", "task", "status", "start (s)", "time (s)"], tasks),
     ]
 
 
+def topic_moves(data: dict) -> list[list[str]]:
+    """Per switch, group and topic: where it moved (``remote, <flow>`` for an active-active remote
+    topic, the reverse flow's copy on the source), its partitions, and how many resumed exactly."""
+    rows: dict[tuple[str, str, str], list[int]] = {}
+    for r in data["probes"]:
+        moved = f"{r['topic']} -> {r['targetTopic']}" + (f" (remote, {r['remote']})" if r.get("remote") else "")
+        counts = rows.setdefault((r["switch"], r["group"], moved), [0, 0])
+        counts[0] += 1
+        counts[1] += r["result"] == "exact"
+    return [[switch, group, moved, str(n), str(exact)] for (switch, group, moved), (n, exact) in rows.items()]
+
+
+def _others_after(switch: dict) -> str:
+    return ", ".join(f"{o['flow']} {'mirroring' if o['running'] else 'NOT mirroring'}"
+                     for o in switch.get("otherFlows", [])) or "-"
+
+
+def _flow_text(flow: dict) -> str:
+    """A flow, its clusters, and its probe topics' names on each (local -> remote)."""
+    pair = f"{flow['source']} -> {flow['target']}, " if "source" in flow else ""
+    names = zip(flow["probeTopics"], flow.get("targetTopics", flow["probeTopics"]))
+    shown = ", ".join(local if local == remote else f"{local} -> {remote}" for local, remote in names)
+    return f"{flow['flow']} ({pair}probe topics {shown})"
+
+
 def _summary(data: dict) -> str:
     env = f" env {data['environment']}" if data["environment"] else ""
-    flows = ", ".join(f"{f['flow']} (probe topics {', '.join(f['probeTopics'])})" for f in data["flows"])
+    flows = ", ".join(_flow_text(f) for f in data["flows"])
+    others = data.get("otherFlows") or []
+    if others:
+        flows += "; left mirroring: " + ", ".join(f"{o['flow']} ({o['relation']}, {o['source']} -> {o['target']})"
+                                                  for o in others)
     settings = data["settings"]
     return (f"Spec {data['spec']}{env}, engine {data['engine']}, {data['source']} -> {data['target']}: {flows}; "
             f"probe groups {', '.join(data['probeGroups']) or 'none'}. Load {settings['rate']:g} records/s of "
