@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +54,65 @@ def spec_for(state, topics: list[str]) -> dict:
     return secured_spec(state, topics, "bench-pulumi")
 
 
+class CpuSampler(threading.Thread):
+    """The CPU seconds (user + system) of a process tree, by kind: ``engine`` (the pulumi CLI),
+    ``program`` (the Python program), ``plugin`` (pulumi-resource-mm2spec or the dynamic-provider
+    host), ``other``. Read from /proc every 0.2 s; a process's last sample counts (so up to 0.2 s
+    of a process's end is missed)."""
+
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root, self.seen, self.done = root, {}, threading.Event()
+
+    @staticmethod
+    def kind(cmdline: str) -> str:
+        if "pulumi-resource-mm2spec" in cmdline or "mm2spec.provision.plugin" in cmdline or "pulumi.dynamic" in cmdline:
+            return "plugin"
+        if "pulumi-language-python" in cmdline:  # the language host and the program it runs
+            return "program"
+        if cmdline.split(" ")[0].endswith("/pulumi"):
+            return "engine"
+        return "other"
+
+    def sample(self) -> None:
+        ticks = os.sysconf("SC_CLK_TCK")
+        parents: dict[int, int] = {}
+        stats: dict[int, tuple[float, str]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+            stats[int(entry)] = ((int(fields[11]) + int(fields[12])) / ticks, cmdline)
+        for pid, (cpu, cmdline) in stats.items():
+            ancestor = pid
+            while ancestor not in (0, 1, self.root):
+                ancestor = parents.get(ancestor, 0)
+            if ancestor == self.root:  # a process that has exited (a zombie) has no cmdline: keep its kind
+                kind = self.seen[pid][1] if pid in self.seen and not cmdline else self.kind(cmdline.replace("\0", " "))
+                self.seen[pid] = (cpu, kind)
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            self.sample()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+
+    def totals(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for cpu, kind in self.seen.values():
+            out[kind] = out.get(kind, 0.0) + cpu
+        return out
+
+
 class Project:
     """A temporary Pulumi project running the repository's program, with its own backend."""
 
@@ -67,10 +127,17 @@ class Project:
                     "PULUMI_CONFIG_PASSPHRASE": "bench", "NO_COLOR": "1", **env}
 
     def attempt(self, *args: str) -> tuple[float, subprocess.CompletedProcess]:
-        """Run ``pulumi ARGS``; the seconds it took and how it ended."""
+        """Run ``pulumi ARGS``; the seconds it took and how it ended. ``self.cpu`` is then the CPU
+        seconds of each kind of process it ran (see ``CpuSampler``)."""
         start = time.perf_counter()
-        done = subprocess.run([str(WRAPPER), *args, "--non-interactive"], cwd=self.dir, env=self.env,
-                              capture_output=True, text=True)
+        with subprocess.Popen([str(WRAPPER), *args, "--non-interactive"], cwd=self.dir, env=self.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+            sampler = CpuSampler(process.pid)
+            sampler.start()
+            stdout, stderr = process.communicate()
+            sampler.stop()
+        self.cpu = sampler.totals()
+        done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         return time.perf_counter() - start, done
 
     def run(self, *args: str) -> tuple[float, subprocess.CompletedProcess]:
@@ -163,8 +230,10 @@ def main() -> None:
                                                                              "--suppress-progress")
             what = summary(done) if done.returncode == 0 else f"failed: {failure(done)}"
             load = os.getloadavg()[0]
-            rows.append((label, f"{elapsed:.1f}", what, load))
-            print(f"{label}: {elapsed:.1f} s, load {load:.1f} ({what})", flush=True)
+            cpu = " / ".join(f"{project.cpu.get(k, 0.0):.1f}" for k in ("engine", "program", "plugin"))
+            rows.append((label, f"{elapsed:.1f}", what, load, cpu))
+            print(f"{label}: {elapsed:.1f} s, load {load:.1f}, CPU s engine / program / providers {cpu} ({what})",
+                  flush=True)
             return done.returncode == 0
 
         for label, command in PHASES:
@@ -176,10 +245,11 @@ def main() -> None:
 
         print()
         print(f"| {args.topics} source topics, ACLs per {args.acls}, {args.providers} providers, checkpoints "
-              f"{'on' if args.checkpoints else 'skipped'} | seconds | load average | resources |")
-        print("|---|---|---|---|")
-        for label, elapsed, what, load in rows:
-            print(f"| `pulumi {label}` | {elapsed} | {load:.1f} | {what} |")
+              f"{'on' if args.checkpoints else 'skipped'} | seconds | CPU s: engine / program / providers "
+              "| load average | resources |")
+        print("|---|---|---|---|---|")
+        for label, elapsed, what, load, cpu in rows:
+            print(f"| `pulumi {label}` | {elapsed} | {cpu} | {load:.1f} | {what} |")
         print(f"\nmachine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     finally:
         stack.down()

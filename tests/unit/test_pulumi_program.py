@@ -547,3 +547,15 @@ def test_every_wave_is_registered_and_the_outputs_list_everything(monkeypatch):
     assert "spark-mirror" in mocks.resources
     [resolution] = [r for r in exported["patternResolutions"] if r["pattern"] == "invoices-.*"]
     assert resolution["matched"] == names
+
+
+def test_the_sdks_debug_messages_are_not_sent_unless_asked(monkeypatch):
+    sent = []
+    monkeypatch.setattr(pulumi.log, "debug", lambda msg, *args, **kwargs: sent.append(msg))
+    monkeypatch.setenv(program.SDK_DEBUG_ENV, "1")
+    program._skip_sdk_debug_messages()
+    pulumi.log.debug("kept")
+    monkeypatch.delenv(program.SDK_DEBUG_ENV)
+    program._skip_sdk_debug_messages()
+    pulumi.log.debug("dropped")
+    assert sent == ["kept"]
