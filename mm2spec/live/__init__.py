@@ -1,6 +1,8 @@
 """live: the only code that talks to running clusters.
 
 - ``kafka``: the one AdminClient wrapper (futures resolved in one place, batched reads, typed errors)
+- ``wire``: DescribeConfigs of many topics over Kafka's protocol without synonyms (``kafka``'s
+  ``topic_configs``: a tenth of the AdminClient's CPU at 10,000 topics), with SASL PLAIN and SCRAM
 - ``connect``: the Kafka Connect REST client
 - ``records``: exact offset ranges of partitions, consumer-group offsets and members
 - ``writer``: an idempotent producer to explicit partitions (a failback's copy back)

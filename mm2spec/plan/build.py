@@ -2,8 +2,9 @@
 
 The planner reads each cluster a bounded number of times (its version: one ApiVersions request, and
 the Connect worker's ``GET /``; a source: one metadata listing and one
-batched DescribeConfigs of the topics it mirrors; a target: one batched DescribeTopics and
-DescribeConfigs of the topics it should hold; one DescribeAcls per principal; one Connect request for
+batched DescribeConfigs of the topics it mirrors; a target: one batched DescribeTopics and, at the
+same time, DescribeConfigs of the topics it should hold (without synonyms: ``mm2spec.live.wire``);
+one DescribeAcls per principal; one Connect request for
 every connector), all clusters at once, compares with
 the shared diff (``mm2spec.plan.diff``) and returns a ``Plan``. It never prints: ``mm2spec.plan.formats``
 renders a plan as text, markdown or JSON.
@@ -112,9 +113,9 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: Deploym
                      for alias in aliases if state.manage_acls and by_alias[alias].authorizer}
         listed = list_sources(state, lambda alias: admins[alias])
         selected = mirrored_by_flow(state, listed)
-        draft = desired_resources(state, listed, selected)
         needed = topics_needing_configs(state, listed, selected)
         source_configs = {alias: pool.submit(admins[alias].topic_configs, names) for alias, names in needed.items()}
+        draft = desired_resources(state, listed, selected)
         live = {alias: pool.submit(_live_topics, admins[alias], [t.name for t in draft.topics if t.cluster == alias])
                 for alias in aliases}
         acl_notes: dict[str, list[str]] = {alias: [] for alias in aliases}
