@@ -222,8 +222,11 @@ class AclProvider(Provider):
     def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
         admin = connection.admin(props, prefer_current=True)
         principal = props["binding"]["principal"]
+        # Shared from the first read: one resource's own read (all the principal's bindings of its type
+        # and pattern) is most of the whole one, and a regex resource makes it tens of thousands;
+        # read by each of a stack's ACL resources at once, the broker's answers came too late.
         index = reads.shared("acls", connection.cluster_from(props), lambda: index_by_name(admin.acls(principal)),
-                             principal)
+                             principal, after=0)
         if index is None:
             return read_acl(admin, props)
         return acl_read((x for name in props.get("resources") or {} for x in index.get(name, ())), props)

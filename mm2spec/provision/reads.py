@@ -42,17 +42,18 @@ _LOCK = threading.Lock()
 _SHARED: dict[tuple, _Shared] = {}
 
 
-def shared(kind: str, cluster: Hashable, read_all: Callable[[], Any], *key: Hashable) -> Any:
+def shared(kind: str, cluster: Hashable, read_all: Callable[[], Any], *key: Hashable, after: int | None = None) -> Any:
     """What ``read_all()`` (a read of the whole ``cluster``) returned in this run, or None while
-    fewer than ``BATCH_AFTER`` reads of this ``kind`` (and ``key``) of the cluster asked: the caller
-    then reads its own resource alone. The first caller past the threshold reads; the others wait
+    no more than ``after`` (``BATCH_AFTER``) reads of this ``kind`` (and ``key``) of the cluster asked: the caller
+    then reads its own resource alone (``after=0``: where a resource's own read costs as much as
+    the whole one, every read shares it). The first caller past the threshold reads; the others wait
     for it. Should the whole read fail (a topic of someone else's the credentials may not describe,
     the cluster unreachable), None too, for ``MAX_AGE_S``: each resource is then read alone and
     fails, or not, on its own, as it did before any of this."""
     with _LOCK:
         entry = _SHARED.setdefault((kind, cluster, *key), _Shared())
         entry.reads += 1
-        if entry.reads <= BATCH_AFTER:
+        if entry.reads <= (BATCH_AFTER if after is None else after):
             return None
     with entry.lock:
         now = time.monotonic()

@@ -328,3 +328,12 @@ def test_the_plugin_is_a_console_script_of_the_package():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, function = scripts["pulumi-resource-mm2spec"].partition(":")
     assert getattr(importlib.import_module(module), function) is plugin.main
+
+
+def test_the_plugin_serves_many_requests_at_once_unless_told_otherwise():
+    from mm2spec.provision import plugin
+
+    assert plugin.worker_threads({}) == plugin.DEFAULT_THREADS >= 16
+    assert plugin.worker_threads({plugin.THREADS_ENV: "8"}) == 8
+    for bad in ("0", "-3", "many", ""):
+        assert plugin.worker_threads({plugin.THREADS_ENV: bad}) == plugin.DEFAULT_THREADS
