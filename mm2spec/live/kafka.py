@@ -340,9 +340,7 @@ class KafkaAdmin:
     def _wire_connection(self) -> WireConnection:
         """An authenticated connection to the first bootstrap server that answers (any broker
         answers DescribeConfigs of topics)."""
-        config = client_config(self.cluster, self._secrets) if getattr(self, "_secrets", None) else None
-        if config is None:
-            raise WireUnavailable("no credentials lookup")
+        config = client_config(self.cluster, self._secrets)
         failure = "no bootstrap server"
         for server in self.cluster.bootstrap_servers:
             host, _, port = server.rpartition(":")

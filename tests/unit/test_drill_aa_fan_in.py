@@ -22,6 +22,7 @@ from mm2spec.ops.drill import drill as drill_module
 from mm2spec.ops.drill.checks import Move
 from mm2spec.ops.drill.drill import Drill, DrillSettings, plan_drill, relation
 from mm2spec.ops.drill.report import format_html, format_markdown, topic_moves
+from mm2spec.ops.modules.topology import reverse_flows
 from mm2spec.ops.playbooks.context import Context, Options
 from mm2spec.resources import schema_path
 
@@ -77,17 +78,18 @@ def test_a_limit_drills_one_direction_on_its_own_probe_topic_and_leaves_the_othe
     assert plan.names_on("dr") == {"mm2spec-probe-primary-to-dr": "primary.mm2spec-probe-primary-to-dr"}
     assert plan.groups == {"mm2spec-probe-primary-to-dr": ("mm2spec-probe-primary-to-dr",)}
     assert [(f.name, kind) for f, kind in plan.others] == [("dr-to-primary", "active-active")]
-    assert [f.name for f in plan.reverse_flows(plan.flows[0])] == ["dr-to-primary"]
+    assert [f.name for f in reverse_flows(Context(state, Options()), plan.flows[0])] == ["dr-to-primary"]
     back = plan_drill(state, Options(limit_flows=("dr-to-primary",)), DrillSettings())
     assert (back.source, back.target, back.topics) == ("dr", "primary", {"dr-to-primary": ("mm2spec-probe-dr-to-primary",)})
 
 
 def test_a_limit_drills_one_source_of_a_fan_in_and_leaves_the_other(tmp_path):
-    plan = plan_drill(_spec(tmp_path, FAN_IN), Options(limit_flows=("west-to-dr",)), DrillSettings())
+    state = _spec(tmp_path, FAN_IN)
+    plan = plan_drill(state, Options(limit_flows=("west-to-dr",)), DrillSettings())
     assert (plan.source, plan.target) == ("west", "dr")
     assert plan.names_on("dr") == {"mm2spec-probe-west-to-dr": "west.mm2spec-probe-west-to-dr"}
     assert [(f.name, kind) for f, kind in plan.others] == [("east-to-dr", "fan-in")]
-    assert plan.reverse_flows(plan.flows[0]) == []
+    assert reverse_flows(Context(state, Options()), plan.flows[0]) == []
 
 
 class FakeGroups:

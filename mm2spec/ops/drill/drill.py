@@ -31,6 +31,7 @@ from mm2spec.ops.playbooks.context import Context, Options
 from mm2spec.ops.drill.checks import Move, drill_records, duplicates, missing, probe_moves
 from mm2spec.ops.modules.catalogue import CATALOGUE
 from mm2spec.ops.modules.sections import TRANSLATIONS, totals
+from mm2spec.ops.modules.topology import reverse_flows
 from mm2spec.ops.playbooks.playbook import load_playbook
 from mm2spec.ops.playbooks.report import RunReport
 from mm2spec.ops.playbooks.runner import Listener, run
@@ -96,11 +97,6 @@ class DrillPlan:
             for topic in self.topics[flow.name]:
                 names[topic] = flow.target_topic(topic) if alias == self.target else topic
         return names
-
-    def reverse_flows(self, flow: MirrorFlow) -> list[MirrorFlow]:
-        """Active-active: the other flows of the spec the other way; a group of ``flow`` reading one's
-        copies on the source (remote topics) moves to their originals on the target and back."""
-        return [f for f, relation in self.others if relation == ACTIVE_ACTIVE and f.source == flow.target]
 
 
 ACTIVE_ACTIVE, FAN_IN, FAN_OUT, CHAIN = "active-active", "fan-in", "fan-out", "chain"
@@ -549,15 +545,16 @@ class Drill:
         moved_over = {r["group"] for r in self.probes if r["switch"] == "failover"}
         for flow in self.plan.flows:
             chosen = [g for g in flow.mirrored_groups(names) if ctx.group_selected(g)]
-            backs = self.plan.reverse_flows(flow)
+            backs = reverse_flows(ctx, flow)
             for group, state in sorted(offsets.describe(chosen).items()):
                 for topic, partition in sorted(state.offsets):
                     moved = _moved_name(flow, topic, forward)
                     if moved is not None:
                         moves.append(Move(group, topic, moved, partition))
                         continue
-                    remote = next(((back, name) for back in backs if (name := _remote_name(back, topic, forward))),
-                                  None)
+                    # A copy the reverse flow made on the source moves to its original: that flow, the other way.
+                    remote = next(((back, name) for back in backs
+                                   if (name := _moved_name(back, topic, not forward))), None)
                     if remote and (forward or group in moved_over):
                         moves.append(Move(group, topic, remote[1], partition, remote=remote[0].name))
         return moves
@@ -664,17 +661,6 @@ def _others_text(others: list[dict]) -> str:
     stopped = [f"{o['flow']} ({o['seen']})" for o in others if not o["running"]]
     return ((f"; kept mirroring: {', '.join(running)}" if running else "")
             + (f"; not mirroring: {', '.join(stopped)}" if stopped else ""))
-
-
-def _remote_name(back: MirrorFlow, topic: str, forward: bool) -> str | None:
-    """Active-active: where a group's position on ``topic`` lands when it moves along the flow that
-    ``back`` reverses. Forward (failover): ``topic`` is ``back``'s copy on the flow's source, and
-    the position lands on the original on the target; backward (failback): ``topic`` is the
-    original there, and it lands on the copy. None when ``back`` does not mirror it."""
-    original = back.source_topic(topic) if forward else topic
-    if original is None or not back.mirrored_topics([original]):
-        return None
-    return original if forward else back.target_topic(original)
 
 
 def _camel(name: str) -> str:
