@@ -142,11 +142,15 @@ class ProvisionedResource(Resource):
 
     dynamic_provider: ClassVar[Provider]
     """The provider instance every resource of the class is registered with."""
+    pulumi_type: ClassVar[str]
+    """The type the Pulumi SDK gives the class's resources (``pulumi-python:dynamic/kafka:Topic``)."""
 
     def __init_subclass__(cls, provider: Provider | None = None, **kwargs: Any):
         super().__init_subclass__(**kwargs)
         if provider is not None:
             cls.dynamic_provider = provider
+        if "module" in kwargs and "name" in kwargs:
+            cls.pulumi_type = f"pulumi-python:dynamic/{kwargs['module']}:{kwargs['name']}"
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
         secrets = list(self.dynamic_provider.secret_keys)

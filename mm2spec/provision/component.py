@@ -14,7 +14,7 @@ before anything is registered, the component included. Then it reads the source 
 registers the resources ``program.declare`` lists as its children.
 
 Children keep the names they had at the stack's root (``dr/orders``, ``spark-mirror``; the names
-``mm2spec plan`` shows) and carry an alias to the root (``child_options``), so a stack the program
+``mm2spec plan`` shows) and carry an alias to the root (``program.earlier_urns``), so a stack the program
 created before the component existed moves under it without a replace, create or delete: only
 the component itself is new. Hence two components in one stack must manage different resources
 (Pulumi refuses a duplicate name).
@@ -48,9 +48,9 @@ Snapshot = Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, So
 
 
 def child_options(component: pulumi.Resource) -> pulumi.ResourceOptions:
-    """Every child's options: parented to the component, and aliased to the stack's root, where the
-    program registered it before the component existed (same type and name, so same resource)."""
-    return pulumi.ResourceOptions(parent=component, aliases=[pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)])
+    """Every child's options: parented to the component (``program.declare`` adds the aliases to
+    where earlier releases registered it: the stack's root, the dynamic providers' types)."""
+    return pulumi.ResourceOptions(parent=component)
 
 
 class DisasterRecovery(pulumi.ComponentResource):

@@ -11,8 +11,10 @@ Each request is handed to the provider the dynamic resource of that kind uses
 (``plugin_package.TOKENS``): the same check, the same diff (shared with ``mm2spec plan``), the same
 create / read / update / delete. This module only translates: Pulumi's property values to plain
 values and back (secret inputs stay secret outputs; numbers arrive as floats, whole ones are given
-back as ints), blocking calls to worker threads (the engine sends many requests at once), and
-mm2spec's errors to the message Pulumi shows, without a Python traceback.
+back as ints; check, diff and a refresh's read straight from the wire format, ``wire_plain``, as a
+preview and a refresh call them for every resource), blocking calls to worker threads (the engine
+sends many requests at once), and mm2spec's errors to the message Pulumi shows, without a Python
+traceback.
 
 ``read`` with no recorded properties is an import (``pulumi import``): the ID is looked up among
 the resources the stack's spec means (``mm2spec:spec`` and ``mm2spec:environment``, the stack config
@@ -37,7 +39,8 @@ import grpc
 from pulumi.provider.experimental import provider as sdk
 from pulumi.provider.experimental import server as sdk_server
 from pulumi.provider.experimental.property_value import Computed, PropertyValue
-from pulumi.runtime.proto import provider_pb2_grpc
+from google.protobuf import struct_pb2
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 import mm2spec
 from mm2spec.errors import Mm2specError, ProvisionFailed
@@ -83,6 +86,69 @@ def plain(value: PropertyValue) -> Any:
 
 def plain_map(values: Mapping[str, PropertyValue]) -> dict[str, Any]:
     return {k: plain(v) for k, v in values.items() if v.value is not None}
+
+
+#: How Pulumi's wire format marks a secret: ``{SIG_KEY: SECRET_SIG, "value": ...}``.
+SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
+def wire_plain(value: struct_pb2.Value) -> Any:
+    """A protobuf property value as plain Python, the same as ``plain`` of the SDK's property value
+    (secrets unwrapped, whole numbers as int, unknowns ``UNKNOWN``, null map entries left out), in
+    a fifth of the time: check and diff, which a preview calls for every resource, run on this."""
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value  # an unknown is the string UNKNOWN already
+    if kind == "number_value":
+        number = value.number_value
+        return int(number) if number.is_integer() else number
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        fields = value.struct_value.fields
+        sig = fields.get(SIG_KEY)
+        if sig is None:
+            return wire_plain_map(value.struct_value)
+        if sig.string_value == SECRET_SIG:
+            return wire_plain(fields["value"]) if "value" in fields else None
+        raise ProvisionFailed(f"mm2spec's resources take no assets, archives or resource references (got {sig.string_value})")
+    if kind == "list_value":
+        return [wire_plain(item) for item in value.list_value.values]
+    return None
+
+
+def wire_plain_map(struct: struct_pb2.Struct) -> dict[str, Any]:
+    plain_values = {key: wire_plain(item) for key, item in struct.fields.items()}
+    return {key: item for key, item in plain_values.items() if item is not None}
+
+
+def wire_value(value: Any, secret: bool = False) -> struct_pb2.Value:
+    """A plain value as a protobuf property value, as ``property_value`` then the SDK's marshalling
+    would give it (ints as numbers, ``UNKNOWN`` as the unknown it is on the wire)."""
+    if value is None:
+        wrapped = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
+    elif isinstance(value, bool):
+        wrapped = struct_pb2.Value(bool_value=value)
+    elif isinstance(value, str):
+        wrapped = struct_pb2.Value(string_value=value)
+    elif isinstance(value, (int, float)):
+        wrapped = struct_pb2.Value(number_value=float(value))
+    elif isinstance(value, Mapping):
+        wrapped = struct_pb2.Value(struct_value=wire_map(value))
+    elif isinstance(value, (list, tuple)):
+        wrapped = struct_pb2.Value(list_value=struct_pb2.ListValue(values=[wire_value(v) for v in value]))
+    else:
+        wrapped = struct_pb2.Value(string_value=str(value))
+    if not secret:
+        return wrapped
+    return struct_pb2.Value(struct_value=struct_pb2.Struct(
+        fields={SIG_KEY: struct_pb2.Value(string_value=SECRET_SIG), "value": wrapped}))
+
+
+def wire_map(values: Mapping[str, Any], secret_keys: tuple[str, ...] = ()) -> struct_pb2.Struct:
+    """Plain values as a protobuf struct; ``secret_keys`` (a provider's secret inputs) marked secret."""
+    return struct_pb2.Struct(fields={str(k): wire_value(v, secret=k in secret_keys and v is not None)
+                                     for k, v in values.items()})
 
 
 def property_value(value: Any, secret: bool = False) -> PropertyValue:
@@ -136,20 +202,6 @@ class Mm2specProvider(sdk.Provider):
         # No preview support: the engine then never calls create or update during a preview.
         return sdk.ConfigureResponse(accept_secrets=True, supports_preview=False)
 
-    async def check(self, request: sdk.CheckRequest) -> sdk.CheckResponse:
-        provider = self._provider(request.type)
-        result = await asyncio.to_thread(provider.check, plain_map(request.old_inputs), plain_map(request.new_inputs))
-        return sdk.CheckResponse(property_map(result.inputs or {}, provider.secret_keys),
-                                 [sdk.CheckFailure(f.property, f.reason) for f in result.failures or ()])
-
-    async def diff(self, request: sdk.DiffRequest) -> sdk.DiffResponse:
-        provider = self._provider(request.type)
-        result = await asyncio.to_thread(provider.diff, request.resource_id, plain_map(request.old_state),
-                                         plain_map(request.new_inputs))
-        return sdk.DiffResponse(changes=result.changes, replaces=list(result.replaces or ()),
-                                stables=list(result.stables or ()),
-                                delete_before_replace=bool(result.delete_before_replace))
-
     async def create(self, request: sdk.CreateRequest) -> sdk.CreateResponse:
         provider = self._provider(request.type)
         result = await asyncio.to_thread(provider.create, plain_map(request.properties))
@@ -166,17 +218,13 @@ class Mm2specProvider(sdk.Provider):
         await asyncio.to_thread(provider.delete, request.resource_id, plain_map(request.properties))
 
     async def read(self, request: sdk.ReadRequest) -> sdk.ReadResponse:
+        """An import (``pulumi import``: nothing recorded yet); a refresh is ``_Servicer.Read``."""
         provider = self._provider(request.type)
-        if not request.properties:  # nothing recorded yet: pulumi import
-            id_, outputs = await asyncio.to_thread(self.import_resource, request.type.rpartition("$")[2],
+        id_, outputs = await asyncio.to_thread(self.import_resource, request.type.rpartition("$")[2],
                                                request.resource_id)
-            inputs = {k: outputs.get(k) for k in provider.input_keys + provider.secret_keys}
-            return sdk.ReadResponse(id_, property_map(outputs, provider.secret_keys),
-                                    property_map(inputs, provider.secret_keys))
-        result = await asyncio.to_thread(provider.read, request.resource_id, plain_map(request.properties))
-        if not result.id:  # gone: Pulumi drops it from the state
-            return sdk.ReadResponse("", {}, {})
-        return sdk.ReadResponse(result.id, property_map(result.outs or {}, provider.secret_keys), request.inputs)
+        inputs = {k: outputs.get(k) for k in provider.input_keys + provider.secret_keys}
+        return sdk.ReadResponse(id_, property_map(outputs, provider.secret_keys),
+                                property_map(inputs, provider.secret_keys))
 
     # ------------------------------------------------------------------------------- import
     def import_resource(self, token: str, id_: str) -> tuple[str, dict[str, Any]]:
@@ -236,11 +284,47 @@ def _project_folder() -> str:
 
 # ----------------------------------------------------------------------------------- server
 class _Servicer(sdk_server.ProviderServicer):
-    """The SDK's servicer, with mm2spec's errors shown as their message (no traceback)."""
+    """The SDK's servicer, with mm2spec's errors shown as their message (no traceback), and check
+    and diff answered from the wire format directly.
+
+    A preview asks for a check and a diff of every resource, one resource after the other, so
+    their cost is the preview's: through the SDK's property values (four maps converted to them
+    and to plain values, one back) they took 1.7 ms of the plugin's CPU each at 2,000 topics, most
+    of the plugin's time. They touch no cluster (a diff compares the recorded outputs with the new
+    inputs), so they also run on the event loop rather than in a worker thread."""
+
+    async def Check(self, request: provider_pb2.CheckRequest, context) -> provider_pb2.CheckResponse:
+        provider = Mm2specProvider._provider(request.urn.split("::")[2])
+        result = provider.check(wire_plain_map(request.olds), wire_plain_map(request.news))
+        return provider_pb2.CheckResponse(
+            inputs=wire_map(result.inputs or {}, provider.secret_keys),
+            failures=[provider_pb2.CheckFailure(property=f.property, reason=f.reason) for f in result.failures or ()])
+
+    async def Diff(self, request: provider_pb2.DiffRequest, context) -> provider_pb2.DiffResponse:
+        provider = Mm2specProvider._provider(request.urn.split("::")[2])
+        result = provider.diff(request.id, wire_plain_map(request.olds), wire_plain_map(request.news))
+        changes = (provider_pb2.DiffResponse.DIFF_UNKNOWN if result.changes is None else
+                   provider_pb2.DiffResponse.DIFF_SOME if result.changes else provider_pb2.DiffResponse.DIFF_NONE)
+        return provider_pb2.DiffResponse(changes=changes, replaces=list(result.replaces or ()),
+                                         stables=list(result.stables or ()),
+                                         deleteBeforeReplace=bool(result.delete_before_replace))
+
+    async def Read(self, request: provider_pb2.ReadRequest, context) -> provider_pb2.ReadResponse:
+        """A refresh: the recorded outputs updated with the live resource's (the inputs stay as
+        recorded); gone, an empty ID (Pulumi drops it). Nothing recorded: an import, through the
+        SDK's property values to ``Mm2specProvider.read``."""
+        if not request.properties.fields:
+            return await sdk_server.ProviderServicer.Read(self, request, context)
+        provider = Mm2specProvider._provider(request.urn.split("::")[2])
+        result = await asyncio.to_thread(provider.read, request.id, wire_plain_map(request.properties))
+        if not result.id:
+            return provider_pb2.ReadResponse(id="", properties=struct_pb2.Struct(), inputs=struct_pb2.Struct())
+        return provider_pb2.ReadResponse(id=result.id, properties=wire_map(result.outs or {}, provider.secret_keys),
+                                         inputs=request.inputs)
 
 
 def _shown(method_name: str):
-    method = getattr(sdk_server.ProviderServicer, method_name)
+    method = getattr(_Servicer, method_name)
 
     async def call(self, request, context):
         try:

@@ -150,21 +150,25 @@ class PluginResource(pulumi.CustomResource):
     """A resource served by the ``pulumi-resource-mm2spec`` plugin; the same inputs as its dynamic
     twin (``Topic``, ``Acl``, ...), given as a dict. Secret inputs are declared secret outputs too.
 
-    Each carries aliases to its dynamic twin's type (under the same parent, and at the stack's root
-    where the program registered it before the component), so a stack the dynamic providers made
-    moves over to the plugin in place: the engine diffs the recorded outputs with the plugin's
-    provider, which is the same provider, and finds nothing to change."""
+    ``program.declare`` gives each aliases to its dynamic twin's type (``dynamic_type``; under the
+    same parent, and at the stack's root where the program registered it before the component), so
+    a stack the dynamic providers made moves over to the plugin in place: the engine diffs the
+    recorded outputs with the plugin's provider, which is the same provider, and finds nothing to
+    change."""
 
     token: ClassVar[str]
 
+    @classmethod
+    def dynamic_type(cls) -> str:
+        """The type of this resource's dynamic twin in existing stacks."""
+        return DYNAMIC_TYPES[cls.token]
+
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
         secrets = list(TOKENS[self.token].secret_keys)
-        dynamic = DYNAMIC_TYPES[self.token]
-        aliases: list[Any] = [pulumi.Alias(type_=dynamic), pulumi.Alias(type_=dynamic, parent=pulumi.ROOT_STACK_RESOURCE)]
-        opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(additional_secret_outputs=secrets or None,
-                                                                   aliases=aliases), opts)
-        learned = {k: None for k in _LEARNED.get(self.token, ())}
-        super().__init__(self.token, name, {**learned, **props}, opts)
+        opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(additional_secret_outputs=secrets or None), opts)
+        # The outputs a provider learns (``adopted``, ...) are not given: the program reads none of
+        # them, and each property given costs the SDK an Output of its own, for every resource.
+        super().__init__(self.token, name, props, opts)
 
 
 class PluginTopic(PluginResource):

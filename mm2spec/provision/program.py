@@ -113,12 +113,34 @@ def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, st
     return passwords
 
 
+def earlier_urns(parent_urn: str | None, kind: type, name: str) -> list[str]:
+    """Where a resource of ``kind`` named ``name`` was in earlier releases, as alias URNs: a plugin
+    resource (``plugin_package.PluginResource``) under its dynamic twin's type, under the same
+    parent and at the stack's root (before the component); a dynamic resource at the root.
+
+    Plain URN strings rather than ``pulumi.Alias`` objects: the SDK turns each ``Alias`` into
+    several Outputs per resource, which was a third of the program's CPU at 2,000 resources (11.5
+    -> 7 ms a resource; a URN string costs a tenth of that). ``parent_urn`` is the parent's URN
+    (None: the resources are at the stack's root)."""
+    twin = getattr(kind, "dynamic_type", None)
+    dynamic = twin() if twin is not None else None
+    if parent_urn is None:
+        root = f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}"
+        return [f"{root}::{dynamic}::{name}"] if dynamic else []
+    stack, project, parent_type, _parent_name = parent_urn.split("::", 3)
+    root = f"{stack}::{project}"
+    if dynamic:
+        return [f"{root}::{parent_type}${dynamic}::{name}", f"{root}::{dynamic}::{name}"]
+    return [f"{root}::{kind.pulumi_type}::{name}"]
+
+
 def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], passwords: Mapping[str, str | None],
             settings: ProgramSettings, opts: pulumi.ResourceOptions | None = None,
             then: Callable[[Declared], None] | None = None) -> Declared:
     """Register the stack's resources for ``state`` given the source clusters' snapshot; ``opts``
-    (the component's parent and aliases, ``component.child_options``) go to every resource, and
-    ``then`` is called with what was registered once the last resource is."""
+    (the component as parent, ``component.child_options``) go to every resource, with the aliases
+    ``earlier_urns`` gives, and ``then`` is called with what was registered once the last resource
+    is. Under a parent, registering starts once the parent's URN is known (the aliases name it)."""
     needs = engine_for(state).deployment_resources()  # a spec that cannot be provisioned stops here
     wanted = desired_resources(state, sources)
     declared = Declared(wanted)
@@ -127,15 +149,6 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
                                  pulumi.Output.secret(passwords[alias]) if passwords.get(alias) is not None else None)
         for alias in used_clusters(state)
     }
-
-    def maker(into: dict, kind: Callable[[str, dict], pulumi.Resource], name: str,
-              inputs: Callable[[], dict]) -> Callable[[], pulumi.Resource]:
-        """Registers ``kind(name, inputs())`` into ``into`` when its wave comes."""
-        def make() -> pulumi.Resource:
-            into[name] = kind(name, inputs(), opts)
-            return into[name]
-        return make
-
     if settings.plugin:  # imported here: the dynamic resources need none of the plugin's package
         from mm2spec.provision import plugin_package as package
 
@@ -147,55 +160,95 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
             Topic, Acl, Connector, WorkerConfig, SparkDeployment)
     declared.acl_groups = acl_groups(state, sources)
     declared.connector_names = [c["name"] for c in needs.connectors]
-    makers = ([maker(declared.topics, topic_kind, t.key, partial(topic_inputs, t, connections[t.cluster]))
-               for t in wanted.topics]
-              + [maker(declared.acls, acl_kind, g.name, partial(acl_inputs, g, connections[g.cluster]))
-                 for g in declared.acl_groups])
 
-    def dependents() -> None:
-        ready = list(declared.topics.values()) + list(declared.acls.values())
-        worker: list[pulumi.Resource] = []
-        if needs.worker_config:
-            declared.worker_config = worker_kind("connect-worker",
-                                                 worker_config_inputs(state, settings.out_dir, settings.root), opts)
-            worker = [declared.worker_config]
-        # connectors need their worker's config first
-        after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ready + worker))
-        for connector in needs.connectors:
-            declared.connectors[connector["name"]] = connector_kind(
-                connector["name"], connector_inputs(needs.connect_url, connector, state.connect.ready_timeout_seconds), after)
-        if needs.spark_deployment:
-            declared.spark_deployment = spark_kind(
-                "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run),
-                pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=ready)))
-        if then is not None:
-            then(declared)
+    def register(parent_urn: str | None) -> None:
+        def options(kind: type, name: str, extra: pulumi.ResourceOptions | None = None) -> pulumi.ResourceOptions:
+            base = opts if extra is None else pulumi.ResourceOptions.merge(opts, extra)
+            aliases = earlier_urns(parent_urn, kind, name) or None
+            return pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(aliases=aliases))
 
-    in_waves(makers, dependents)
+        def maker(into: dict, kind: Callable[..., pulumi.Resource], name: str,
+                  inputs: Callable[[], dict]) -> Callable[[], pulumi.Resource]:
+            """Registers ``kind(name, inputs())`` into ``into`` when its wave comes."""
+            def make() -> pulumi.Resource:
+                into[name] = kind(name, inputs(), options(kind, name))
+                return into[name]
+            return make
+
+        makers = ([maker(declared.topics, topic_kind, t.key, partial(topic_inputs, t, connections[t.cluster]))
+                   for t in wanted.topics]
+                  + [maker(declared.acls, acl_kind, g.name, partial(acl_inputs, g, connections[g.cluster]))
+                     for g in declared.acl_groups])
+
+        def dependents() -> None:
+            ready = list(declared.topics.values()) + list(declared.acls.values())
+            worker: list[pulumi.Resource] = []
+            if needs.worker_config:
+                declared.worker_config = worker_kind("connect-worker",
+                                                     worker_config_inputs(state, settings.out_dir, settings.root),
+                                                     options(worker_kind, "connect-worker"))
+                worker = [declared.worker_config]
+            # connectors need their worker's config first
+            after = pulumi.ResourceOptions(depends_on=ready + worker)
+            for connector in needs.connectors:
+                declared.connectors[connector["name"]] = connector_kind(
+                    connector["name"], connector_inputs(needs.connect_url, connector, state.connect.ready_timeout_seconds),
+                    options(connector_kind, connector["name"], after))
+            if needs.spark_deployment:
+                declared.spark_deployment = spark_kind(
+                    "spark-mirror", spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run),
+                    options(spark_kind, "spark-mirror", pulumi.ResourceOptions(depends_on=ready)))
+            if then is not None:
+                then(declared)
+
+        in_waves(makers, dependents)
+
+    parent = opts.parent if opts is not None else None
+    if parent is None:
+        register(None)
+    else:
+        parent.urn.apply(register)
     return declared
 
 
-#: Resources registered per wave (see ``in_waves``): at roughly 10 ms of work per resource, a wave
-#: keeps the engine busy for a couple of seconds while the program prepares the next one, and the
-#: first wave reaches the engine without waiting for the rest (``benchmarks/pulumi_scale.py``).
-WAVE = 200
+#: Resources registered per wave, and waves in flight at once (see ``in_waves``). Measured on a
+#: no-op preview of 2,026 resources (a stack of ``benchmarks/pulumi_scale.py``'s): waves of 200 one
+#: after the other cost the program 17 s of CPU, of 1,000 45 s, of 20 to 50 (one or two in flight)
+#: 9 to 11 s; the preview's time then no longer depended on it.
+WAVE = 25
+IN_FLIGHT = 2
 
 
-def in_waves(makers: list[Callable[[], pulumi.Resource]], then: Callable[[], None], size: int = WAVE) -> None:
-    """Register resources in waves, each started once the previous wave's first resource is registered.
+def in_waves(makers: list[Callable[[], pulumi.Resource]], then: Callable[[], None], size: int = WAVE,
+             in_flight: int = IN_FLIGHT) -> None:
+    """Register resources in waves of ``size``, at most ``in_flight`` waves unfinished at once: a
+    wave starts when the last resource of the wave ``in_flight`` before it is registered (the
+    engine has checked, diffed and, in an update, created it). ``then`` runs once the last wave is
+    declared.
 
-    The Pulumi SDK prepares every resource declared in one go before it sends the first one to the
-    engine, so with thousands of resources the engine (which checks them with the provider one
-    after the other) idles while the program prepares, and then the program idles. In waves, one
-    wave is prepared while the engine checks the previous one. ``then`` runs after the last wave.
+    Why: the Pulumi SDK waits for a program's outstanding Outputs with ``asyncio.wait`` over all of
+    them, again each time one completes, so its CPU grows with the square of the resources in
+    flight (every resource declared in one go: minutes at 10,000). Small waves keep that set small,
+    and more than one in flight keeps the engine busy while the program prepares the next.
     """
-    wave = [make() for make in makers[:size]]
-    rest = makers[size:]
-    if not rest:
+    waves = [makers[i:i + size] for i in range(0, len(makers), size)]
+    started = [0]
+
+    def start(_urn: object = None) -> None:
+        if started[0] >= len(waves):
+            return
+        wave = [make() for make in waves[started[0]]]
+        started[0] += 1
+        if started[0] == len(waves):
+            then()
+        else:
+            # A resource's URN resolves (in preview too) when the engine has registered it.
+            wave[-1].urn.apply(start)
+
+    if not waves:
         then()
-        return
-    # A resource's URN resolves (in preview too) when the engine has registered it.
-    wave[0].urn.apply(lambda _urn: in_waves(rest, then, size))
+    for _ in range(in_flight):
+        start()
 
 
 def export(state: DesiredState, declared: Declared) -> None:

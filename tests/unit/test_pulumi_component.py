@@ -88,9 +88,10 @@ def test_every_resource_is_a_child_aliased_to_the_stack_root(monkeypatch):
     assert "dr/orders" in children and "dr/User:mm2/TOPIC/LITERAL/orders" in children
     for name, request in children.items():
         assert request.parent.endswith("mm2spec:index:DisasterRecovery::payments"), name
-        # One alias: the same type and name with no parent, where the program put it before.
+        # One alias: the same type and name at the stack's root, where the program put it before.
         [alias] = request.aliases
-        assert alias.spec.noParent and not alias.spec.name and not alias.spec.type, name
+        root = "::".join(request.parent.split("::")[:2])  # urn:pulumi:<stack>::<project>, as the mocks name them
+        assert alias.urn == f"{root}::{request.type}::{name}", name
 
 
 def test_by_default_the_children_are_the_plugins_and_keep_every_earlier_address(monkeypatch):
@@ -101,10 +102,12 @@ def test_by_default_the_children_are_the_plugins_and_keep_every_earlier_address(
     for name, request in registry.requests.items():
         assert request.type.startswith("mm2spec:index:") and request.custom, name
         twin = plugin_package.DYNAMIC_TYPES[request.type]
-        # Where the program put it before the component (the root, this type), and where the
-        # dynamic providers put it (their type, under the component and at the root).
-        found = {(a.spec.noParent, a.spec.type) for a in request.aliases}
-        assert found == {(True, ""), (False, twin), (True, twin)}, name
+        # Where the dynamic providers put it: their type, under the component and at the root
+        # (before the component). The plugin's types came after the component: never at the root.
+        stack, project, parent_type, parent_name = request.parent.split("::")
+        assert parent_type.endswith("mm2spec:index:DisasterRecovery") and parent_name == "payments"
+        assert {a.urn for a in request.aliases} == {
+            f"{stack}::{project}::{parent_type}${twin}::{name}", f"{stack}::{project}::{twin}::{name}"}, name
 
 
 def test_outputs_resolve_from_the_children_and_are_registered(monkeypatch):
