@@ -124,7 +124,8 @@ class Project:
             "virtualenv: .venv", f"virtualenv: {ROOT / '.venv'}").replace("path: .venv/bin", f"path: {ROOT / '.venv/bin'}"))
         (self.dir / "pulumi").symlink_to(ROOT / "pulumi")
         self.env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{root / 'state'}", "PULUMI_HOME": str(root / "home"),
-                    "PULUMI_CONFIG_PASSPHRASE": "bench", "NO_COLOR": "1", **env}
+                    "PULUMI_CONFIG_PASSPHRASE": "bench", "NO_COLOR": "1",
+                    "MM2SPEC_PULUMI_LOGS": "0", **env}  # as in the project's own PULUMI_HOME (scripts/pulumi)
 
     def attempt(self, *args: str) -> tuple[float, subprocess.CompletedProcess]:
         """Run ``pulumi ARGS``; the seconds it took and how it ended. ``self.cpu`` is then the CPU
