@@ -43,8 +43,8 @@ from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.types import LiveTopic
 from mm2spec.live.wire import (ConfigsResult, WireConnection, WireUnavailable, describe_configs_request,
                                parse_describe_configs)
-from mm2spec.mm2.retry import (IDEMPOTENT_RETRIABLE, MAX_ACLS_PER_CREATE, MAX_RESOURCES_PER_DESCRIBE, RETRY_DEADLINE_S,
-                               acl_filters_per_delete, chunks, is_retriable, retry_call)
+from mm2spec.mm2.retry import (IDEMPOTENT_RETRIABLE, MAX_ACLS_PER_CREATE, MAX_RESOURCES_PER_DESCRIBE,
+                               MAX_TOPICS_PER_DELETE, RETRY_DEADLINE_S, acl_filters_per_delete, chunks, is_retriable, retry_call)
 from mm2spec.mm2.versions import Version, metadata_version_release
 from mm2spec.mm2.versions import show as show_version
 from mm2spec.spec.model import AclBinding, Cluster
@@ -617,8 +617,15 @@ class KafkaAdmin:
                       f"alter configs of topic {name}")
 
     def delete_topic(self, name: str) -> None:
-        self._resolve(self._client.delete_topics([name], operation_timeout=self.timeout, request_timeout=self.timeout),
-                      f"delete topic {name}", tolerate=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
+        self.delete_topics([name])
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        """Delete topics in one DeleteTopics request per ``MAX_TOPICS_PER_DELETE``; one already gone
+        is no error. Returns once the controller accepted them (brokers may list them a while)."""
+        for chunk in chunks(list(names), budget=MAX_TOPICS_PER_DELETE):
+            what = f"delete topic {chunk[0]}" if len(chunk) == 1 else "delete topics"
+            self._resolve(self._client.delete_topics(chunk, operation_timeout=self.timeout, request_timeout=self.timeout),
+                          what, tolerate=(KafkaError.UNKNOWN_TOPIC_OR_PART,))
 
     def create_acls(self, bindings: Iterable[AclBinding]) -> None:
         """Create bindings, ``MAX_ACLS_PER_CREATE`` per request, each request sent again while it

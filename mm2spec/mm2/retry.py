@@ -53,6 +53,9 @@ MAX_ACLS_PER_CREATE = 1_000
 """ACL bindings per CreateAcls request: one metadata record each, like a topic's, but bounded well
 below ``MAX_RECORDS_PER_REQUEST`` so a request timed out on a loaded controller costs little to resend."""
 
+MAX_TOPICS_PER_DELETE = 1_000
+"""Topics per DeleteTopics request: one metadata record each, bounded like ``MAX_ACLS_PER_CREATE``."""
+
 MAX_ACL_FILTERS_PER_DELETE = 1_000
 """Most filters per DeleteAcls request (``acl_filters_per_delete``)."""
 

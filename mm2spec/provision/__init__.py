@@ -20,6 +20,8 @@ Modules (each resource module: the inputs, what forces a replacement, the diff a
   ``ProvisionedResource``; a base class changes nothing in the state (see its docstring)
 - ``connection``: how a provider method reaches a cluster from its inputs (no client kept)
 - ``reads``: one read of a whole cluster shared by a large refresh's resources (kept per operation)
+- ``batch``: group commit: the topic creates (deletes) of resources handled at the same time go to
+  their cluster as one request
 - ``program``: which resources a spec means, given the live source clusters
 - ``component``: ``DisasterRecovery``, those resources as one Pulumi component for any program
   (public path ``mm2spec.pulumi``; the bundled program is one of its users)

@@ -86,17 +86,23 @@ def current_secret(name: str | None) -> str | None:
     return _CONFIGURED.get(name) or os.environ.get(name)
 
 
+def connection_key(props: Mapping[str, Any], prefer_current: bool = False) -> tuple[Cluster, str | None]:
+    """The cluster a resource's inputs name, and the password to reach it with (see ``admin``)."""
+    cluster = cluster_from(props)
+    password = props.get(PASSWORD)
+    if prefer_current:
+        password = current_secret(cluster.security.password_secret) or password
+    return cluster, password
+
+
 def admin(props: Mapping[str, Any], prefer_current: bool = False) -> KafkaAdmin:
     """A ``KafkaAdmin`` for the resource's cluster (cached per connection and thread).
 
     ``prefer_current``: for ``delete``, whose inputs come from the state and may hold a password
     rotated since; the secret's current value (by its name) wins when it is available.
     """
-    cluster = cluster_from(props)
-    password = props.get(PASSWORD)
-    if prefer_current:
-        password = current_secret(cluster.security.password_secret) or password
-    key = (cluster, password)
+    key = connection_key(props, prefer_current)
+    cluster, password = key
     cache = getattr(_ADMINS, "by_connection", None)
     if cache is None:
         cache = _ADMINS.by_connection = {}

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+from confluent_kafka.admin import NewTopic
 
 from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 
@@ -45,7 +47,7 @@ from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.types import LiveTopic
 from mm2spec.plan.desired import TopicSpec
 from mm2spec.plan.diff import Change, diff_configs, diff_topic
-from mm2spec.provision import connection, reads
+from mm2spec.provision import batch, connection, reads
 from mm2spec.provision.base import ADOPTED, ProvisionedResource, Provider
 from mm2spec.provision.connection import CONNECTION_KEYS
 
@@ -172,8 +174,7 @@ class TopicProvider(Provider):
         reads.forget(connection.cluster_from(props))
         admin = connection.admin(props)
         name = props["name"]
-        created = admin.create_topic(name, int(props["partitions"]), _rf(props),
-                                     dict(props.get("configs") or {}), exist_ok=True)
+        created = _create(props)
         adopted = False
         if not created:
             # Already there (made by a killed run of this stack, by hand, by MM2): take it over as it
@@ -191,9 +192,7 @@ class TopicProvider(Provider):
         if self.leave_adopted(props, f"{_where(props)} existed before this stack"):
             return
         reads.forget(connection.cluster_from(props))
-        admin = connection.admin(props, prefer_current=True)
-        admin.delete_topic(props["name"])
-        _wait_gone(admin, props)
+        _delete(props)
 
     @staticmethod
     def _reconcile(admin: KafkaAdmin, props: Mapping[str, Any]) -> None:
@@ -221,17 +220,46 @@ def _held_records(admin: KafkaAdmin, name: str) -> bool:
     return live is not None and any(admin.end_offsets(name, live.partitions))
 
 
-def _wait_gone(admin: KafkaAdmin, props: Mapping[str, Any]) -> None:
-    """Wait until the brokers no longer list the deleted topic, so a replacement can take its name."""
-    name = props["name"]
-    deadline = time.monotonic() + TOPIC_DELETE_WAIT
-    while name in admin.topics([name], with_configs=False):
-        if time.monotonic() >= deadline:
-            raise ProvisionFailed(
-                f"{_where(props)} was deleted, but the brokers still list it after {TOPIC_DELETE_WAIT:.0f} s, so "
-                "its name is not free for a replacement: check that the cluster's brokers are up and in sync, "
-                "then run the command again (deleting a topic that is already gone is no error)")
-        time.sleep(TOPIC_DELETE_POLL)
+def _create(props: Mapping[str, Any]) -> bool:
+    """Create the topic, False if it existed: in one CreateTopics with the creates of other resources
+    on the same cluster running at the same time (``batch``; its thread reaches the cluster with the
+    first of them's inputs, which name the same cluster and password)."""
+    key = connection.connection_key(props)
+
+    def send() -> Callable[[list[NewTopic]], list[bool]]:
+        def create(topics: list[NewTopic]) -> list[bool]:
+            created = connection.admin(props).create_topics(topics, exist_ok=True)
+            return [t.topic in created for t in topics]
+        return create
+
+    topic = NewTopic(props["name"], num_partitions=int(props["partitions"]), replication_factor=_rf(props),
+                     config=dict(props.get("configs") or {}))
+    return batch.coalescer(("create-topics", key), send)(topic)
+
+
+def _delete(props: Mapping[str, Any]) -> None:
+    """Delete the topic and wait until the brokers no longer list it (so a replacement can take its
+    name): in one DeleteTopics with the deletes of other resources on the same cluster running at
+    the same time (``batch``)."""
+    key = connection.connection_key(props, prefer_current=True)
+
+    def send() -> Callable[[list[str]], list[None]]:
+        def delete(names: list[str]) -> list[None]:
+            admin = connection.admin(props, prefer_current=True)
+            admin.delete_topics(names)
+            deadline = time.monotonic() + TOPIC_DELETE_WAIT
+            while listed := admin.topics(names, with_configs=False):
+                if time.monotonic() >= deadline:
+                    raise ProvisionFailed(
+                        f'cluster "{key[0].alias}": topic {min(listed)} was deleted, but the brokers still list it '
+                        f"after {TOPIC_DELETE_WAIT:.0f} s, so its name is not free for a replacement: check that the "
+                        "cluster's brokers are up and in sync, then run the command again (deleting a topic that "
+                        "is already gone is no error)")
+                time.sleep(TOPIC_DELETE_POLL)
+            return [None] * len(names)
+        return delete
+
+    batch.coalescer(("delete-topics", key), send)(props["name"])
 
 
 class Topic(ProvisionedResource, module="kafka", name="Topic", provider=TopicProvider()):

@@ -449,8 +449,8 @@ class LingeringAdmin:
         self.lookups = lookups
         self.deleted: list[str] = []
 
-    def delete_topic(self, name: str) -> None:
-        self.deleted.append(name)
+    def delete_topics(self, names) -> None:
+        self.deleted.extend(names)
 
     def topics(self, names, with_configs: bool = True) -> dict:
         if self.lookups == 0:
@@ -489,6 +489,10 @@ class ExistingTopicAdmin:
     def create_topic(self, name, partitions, replication_factor, configs, exist_ok=False) -> bool:
         assert exist_ok
         return False
+
+    def create_topics(self, topics, exist_ok=False) -> set:
+        return {t.topic for t in topics if self.create_topic(t.topic, t.num_partitions, t.replication_factor,
+                                                              t.config, exist_ok)}
 
     def topics(self, names, with_configs: bool = True) -> dict:
         return {n: LiveTopic(n, len(self.offsets), 3, {"retention.ms": "1000"}) for n in names}
