@@ -643,19 +643,52 @@ class KafkaAdmin:
 
         Only those the broker still shows are sent (one DescribeAcls per principal first), so a
         delete stopped half-way (a ``pulumi destroy`` interrupted) finishes when run again, sending
-        only what is left; a binding already gone is no error. The controller tests each filter
-        against every binding of the cluster, so a request holds fewer filters the more bindings
-        there are (``acl_filters_per_delete``), and is sent again while it fails retriably or times out."""
+        only what is left; a binding already gone is no error. A resource whose every operation
+        for the principal goes is deleted with one filter for all its operations
+        (``_delete_filters``). The controller tests each filter against every binding of the
+        cluster, so a request holds fewer filters the more bindings there are, counted again
+        after each request (``acl_filters_per_delete``), and is sent again while it fails
+        retriably or times out."""
         bindings = list(bindings)
         if not bindings:
             return
         live = {principal: {b.key[1:] for b in self.acls(principal)} for principal in {b.principal for b in bindings}}
         present = [b for b in bindings if b.key[1:] in live[b.principal]]
-        per_request = acl_filters_per_delete(sum(len(keys) for keys in live.values()))
-        for chunk in chunks(present, budget=per_request):
-            self._acl_request(self._client.delete_acls, [self._to_filter(b) for b in chunk], "delete ACLs")
+        remaining = sum(len(keys) for keys in live.values())
+        filters = self._delete_filters(present, live)
+        while filters:
+            chunk, filters = filters[:acl_filters_per_delete(remaining)], filters[acl_filters_per_delete(remaining):]
+            self._acl_request(self._client.delete_acls, [f for f, _count in chunk], "delete ACLs")
+            remaining -= sum(count for _f, count in chunk)
         if present:
             self._wait_for_acls(present, present=False)
+
+    @classmethod
+    def _delete_filters(cls, present: list[AclBinding],
+                        live: Mapping[str, set[tuple]]) -> list[tuple[AclBindingFilter, int]]:
+        """The DeleteAcls filters for ``present`` (with how many bindings each deletes): one with
+        operation ANY for a resource, principal, host and permission whose live bindings all go
+        (a regex statement's topics: six bindings each on a target), else one per binding."""
+        def group(key: tuple) -> tuple:  # a binding's key (without the cluster) but its operation
+            principal, resource_type, name, pattern, _operation, permission, host = key
+            return principal, resource_type, name, pattern, permission, host
+
+        live_ops: dict[tuple, int] = {}
+        for keys in live.values():
+            for key in keys:
+                live_ops[group(key)] = live_ops.get(group(key), 0) + 1
+        going: dict[tuple, list[AclBinding]] = {}
+        for b in present:
+            going.setdefault(group(b.key[1:]), []).append(b)
+        filters: list[tuple[AclBindingFilter, int]] = []
+        for key, members in going.items():
+            if len(members) > 1 and len(members) == live_ops.get(key):
+                principal, resource_type, name, pattern, permission, host = key
+                filters.append((AclBindingFilter(_RESOURCE_TYPES[resource_type], name, _PATTERNS[pattern], principal, host,
+                                                 AclOperation.ANY, AclPermissionType[permission]), len(members)))
+            else:
+                filters += [(cls._to_filter(b), 1) for b in members]
+        return filters
 
     def _acl_request(self, send, items: list, what: str) -> None:
         """One CreateAcls or DeleteAcls request (``send``) for ``items``, sent again while any of them

@@ -8,6 +8,7 @@ from concurrent.futures import Future
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding as KAclBinding
+from confluent_kafka.admin import AclOperation
 
 from mm2spec.errors import KafkaOperationFailed
 from mm2spec.live import kafka
@@ -39,6 +40,7 @@ class FakeAcls:
         self.live: dict[tuple, KAclBinding] = {}
         self.fail = list(fail)
         self.requests: list[tuple[str, int]] = []
+        self.deleted_filters: list = []
 
     def _failure(self, kind: str, size: int) -> int | None:
         self.requests.append((kind, size))
@@ -53,8 +55,12 @@ class FakeAcls:
     def delete_acls(self, filters, request_timeout=None):
         error = self._failure("delete", len(filters))
         if error is None:
-            for f in filters:
-                self.live.pop(_fields(f), None)  # a filter that matches nothing is no error
+            for f in filters:  # a filter that matches nothing is no error
+                self.deleted_filters.append(f)
+                wanted = _fields(f)
+                ops = list(AclOperation) if f.operation == AclOperation.ANY else [f.operation]
+                for op in ops:
+                    self.live.pop((*wanted[:5], op, wanted[6]), None)
         return {f: _done([], error) for f in filters}
 
     def describe_acls(self, query, request_timeout=None):
@@ -67,19 +73,19 @@ def _admin(client: FakeAcls) -> KafkaAdmin:
     return admin
 
 
-def _created(count: int) -> tuple[FakeAcls, KafkaAdmin, list[AclBinding]]:
+def _created(count: int, ops=("READ", "DESCRIBE")) -> tuple[FakeAcls, KafkaAdmin, list[AclBinding]]:
     """A fake cluster holding ``count`` bindings created through the admin, its requests forgotten."""
     client = FakeAcls()
     admin = _admin(client)
-    bindings = _bindings(count)
+    bindings = _bindings(count, ops)
     admin.create_acls(bindings)
     client.requests.clear()
     return client, admin, bindings
 
 
-def _bindings(count: int) -> list[AclBinding]:
+def _bindings(count: int, ops=("READ", "DESCRIBE")) -> list[AclBinding]:
     return [AclBinding("dr", "User:mm2", "TOPIC", f"bench-{i:05d}", "LITERAL", op)
-            for i in range(count // 2) for op in ("READ", "DESCRIBE")]
+            for i in range(count // len(ops)) for op in ops]
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +103,8 @@ def test_creates_and_deletes_are_sent_in_bounded_requests():
     assert creates == [MAX_ACLS_PER_CREATE, MAX_ACLS_PER_CREATE, 2]
     admin.delete_acls(bindings)
     deletes = [size for kind, size in client.requests if kind == "delete"]
-    assert max(deletes) == MAX_ACL_FILTERS_PER_DELETE and sum(deletes) == len(bindings)
+    # both operations of each topic go: one filter (operation ANY) each
+    assert max(deletes) == MAX_ACL_FILTERS_PER_DELETE and sum(deletes) == len(bindings) // 2
     assert client.live == {}
 
 
@@ -108,11 +115,22 @@ def test_a_delete_holds_fewer_filters_the_more_bindings_the_cluster_holds(monkey
     assert acl_filters_per_delete(10**9) == 1
     client, admin, bindings = _created(1_500)
     admin.delete_acls(bindings)
-    assert [size for _kind, size in client.requests] == [200] * 7 + [100]
+    # 750 filters of two bindings each; counted again after each request: 1,500 -> 1,100 -> 556 left
+    assert [size for _kind, size in client.requests] == [200, 272, 278]
+
+
+def test_a_resource_keeps_the_operations_that_do_not_go():
+    client, admin, bindings = _created(6)  # three topics, READ and DESCRIBE each
+    gone = [b for b in bindings if b.resource_name != "bench-00001" or b.operation == "READ"]
+    admin.delete_acls(gone)
+    # bench-00001's DESCRIBE stays, so its READ goes by its own filter; the others by one filter each
+    assert {(f.name, f.operation) for f in client.deleted_filters} == {
+        ("bench-00000", AclOperation.ANY), ("bench-00001", AclOperation.READ), ("bench-00002", AclOperation.ANY)}
+    assert [(k[1], k[5]) for k in client.live] == [("bench-00001", AclOperation.DESCRIBE)]
 
 
 def test_a_timed_out_request_is_sent_again_and_only_that_one():
-    client, admin, bindings = _created(3 * MAX_ACL_FILTERS_PER_DELETE)
+    client, admin, bindings = _created(3 * MAX_ACL_FILTERS_PER_DELETE, ops=("READ",))  # a filter each
     client.fail = [None, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT]  # the second request, twice
     admin.delete_acls(bindings)
     assert [size for _kind, size in client.requests] == [MAX_ACL_FILTERS_PER_DELETE] * 5
@@ -120,7 +138,7 @@ def test_a_timed_out_request_is_sent_again_and_only_that_one():
 
 
 def test_a_delete_stopped_half_way_finishes_when_run_again_sending_only_what_is_left():
-    client, admin, bindings = _created(4 * MAX_ACL_FILTERS_PER_DELETE)
+    client, admin, bindings = _created(4 * MAX_ACL_FILTERS_PER_DELETE, ops=("READ",))
     client.fail = [None, KafkaError.CLUSTER_AUTHORIZATION_FAILED]  # the first run stops at its second request
     with pytest.raises(KafkaOperationFailed, match='cluster "dr": delete ACLs failed'):
         admin.delete_acls(bindings)
