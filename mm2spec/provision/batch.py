@@ -57,7 +57,7 @@ class Coalescer(Generic[Item, Result]):
     def _answer(self, batch: list[tuple[Item, Future]]) -> None:
         try:
             results = self._send([item for item, _ in batch])
-        except Exception as exc:  # noqa: BLE001 - each caller gets its own error, below
+        except BaseException as exc:  # noqa: BLE001 - each caller gets its own error, below; no caller waits forever
             if len(batch) == 1:
                 batch[0][1].set_exception(exc)
                 return

@@ -172,13 +172,13 @@ class TopicProvider(Provider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         reads.forget(connection.cluster_from(props))
-        admin = connection.admin(props)
         name = props["name"]
         created = _create(props)
         adopted = False
         if not created:
             # Already there (made by a killed run of this stack, by hand, by MM2): take it over as it
             # is and bring it to the spec in place; adopted (left by destroy) only if it holds data.
+            admin = connection.admin(props)
             adopted = _held_records(admin, name)
             self._reconcile(admin, props)
         return CreateResult(f"{props['cluster']}/{name}", self.outputs(props, adopted=adopted))

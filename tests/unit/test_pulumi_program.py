@@ -60,9 +60,9 @@ def snapshot() -> dict[str, SourceSnapshot]:
     return {"primary": SourceSnapshot("primary", topics, ("orders-service", "billing-eu", "other"))}
 
 
-def run(state, passwords, stack="prod", out_dir=".mm2spec/out/prod") -> tuple[Recorder, program.Declared]:
+def run(state, passwords, stack="prod", out_dir=".mm2spec/out/prod", preview=False) -> tuple[Recorder, program.Declared]:
     mocks = Recorder()
-    set_mocks(mocks, project="mm2spec", stack=stack, preview=False)
+    set_mocks(mocks, project="mm2spec", stack=stack, preview=preview)
     declared = {}
 
     @pulumi.runtime.test
@@ -109,6 +109,14 @@ def test_prod_declares_internal_and_mirrored_topics_with_rf_minus_one(prod):
     assert orders["cluster"] == "dr"
     assert orders["connection"] == {"bootstrapServers": "dr-1:9092,dr-2:9092,dr-3:9092", "securityProtocol": "SASL_SSL",
                                     "saslMechanism": "SCRAM-SHA-512", "username": "mm2", "passwordSecret": "DR_MM2_PASSWORD"}
+
+
+@pytest.mark.parametrize("preview", [True, False])
+def test_a_preview_registers_the_acl_resources_first_an_update_last(prod, preview):
+    mocks, _ = run(prod, {"primary": "primary-pw-123", "dr": "dr-pw-456"}, preview=preview)
+    kinds = [r.typ.rpartition(":")[2] for r in mocks.resources.values() if r.typ.rpartition(":")[2] in ("Acl", "Topic")]
+    first_topic, last_acl = kinds.index("Topic"), len(kinds) - 1 - kinds[::-1].index("Acl")
+    assert (last_acl < first_topic) is preview and kinds.count("Acl") > 1
 
 
 def test_prod_declares_one_acl_resource_per_stated_binding(prod):
