@@ -39,19 +39,29 @@ def test_a_delete_stopped_half_way_finishes_when_run_again(secure_kafka_pair, mo
     principal = f"User:bulk-{uuid.uuid4().hex[:8]}"
     bindings = [AclBinding("dr", principal, "TOPIC", f"bulk-{i:04d}", "LITERAL", op)
                 for i in range(600) for op in ("READ", "DESCRIBE")]
-    admin.create_acls(bindings)  # two CreateAcls requests (MAX_ACLS_PER_CREATE)
-    assert len(admin.acls(principal)) == 1200
-    monkeypatch.setattr(retry, "MAX_ACL_FILTERS_PER_DELETE", 300)  # four DeleteAcls requests
+    # What the delete must leave: another operation on a listed topic, the same operations of another
+    # principal, and a topic not listed.
+    kept = [AclBinding("dr", principal, "TOPIC", "bulk-0007", "LITERAL", "WRITE"),
+            AclBinding("dr", f"{principal}-other", "TOPIC", "bulk-0001", "LITERAL", "READ"),
+            AclBinding("dr", principal, "TOPIC", "bulk-9999", "LITERAL", "READ")]
+    admin.create_acls(bindings + kept)  # two CreateAcls requests (MAX_ACLS_PER_CREATE)
+    assert len(admin.acls(principal)) == 1202
+    # Each topic whose every binding of the principal goes is one filter (operation ANY); bulk-0007
+    # keeps WRITE, so its READ and DESCRIBE go by a filter each: 601 filters, three requests.
+    monkeypatch.setattr(retry, "MAX_ACL_FILTERS_PER_DELETE", 300)
 
     real = admin._client
-    admin._client = Stopping(real, stop_at=3)
+    admin._client = Stopping(real, stop_at=2)
     with pytest.raises(KafkaOperationFailed, match="stopped half-way"):
         admin.delete_acls(bindings)
-    assert len(admin.acls(principal)) == 600
+    # the first request: bulk-0000..0006 and 0008..0298 whole (2 x 298 bindings) and 0007's two
+    assert admin._client.deletes == [300, 300] and len(admin.acls(principal)) == 1202 - 598
 
     admin._client = Stopping(real, stop_at=None)
     admin.delete_acls(bindings)  # the same list, as the state still holds it: only what is left is sent
-    assert admin._client.deletes == [300, 300]
-    assert admin.acls(principal) == set()
+    assert admin._client.deletes == [300, 1]
+    left = {(b.principal, b.resource_name, b.operation) for b in admin.acls(principal) | admin.acls(f"{principal}-other")}
+    assert left == {(k.principal, k.resource_name, k.operation) for k in kept}
     admin.delete_acls(bindings)  # all gone: success, no request
-    assert admin._client.deletes == [300, 300]
+    assert admin._client.deletes == [300, 1]
+    admin.delete_acls(kept)
