@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -151,15 +152,16 @@ def start(
         # A visible boundary between runs, since logs are appended to across restarts.
         out.write(f"\n===== mm2spec: {name} starting at {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n".encode())
         out.flush()
+        tie = _tie_to_parent(command) if tie_to_parent else None
         process = subprocess.Popen(
-            command,
+            tie[0] if tie else command,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
             env={**os.environ, **(env or {})},
             start_new_session=True,
-            preexec_fn=_die_with_parent if tie_to_parent else None,
+            preexec_fn=tie[1] if tie else None,
         )
     _children[process.pid] = process
     # Just after exec, /proc/<pid>/cmdline is briefly empty; wait until it shows the token so that
@@ -290,6 +292,20 @@ def reap_exited() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def _tie_to_parent(command: list[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """The command and the ``preexec_fn`` that make Linux SIGTERM the child when its parent dies.
+
+    ``setpriv --pdeathsig TERM`` (util-linux) sets it and execs the command, so no Python runs in
+    the forked child: a ``preexec_fn`` runs in a copy of a process whose other threads (Kafka
+    clients, gRPC) may hold the allocator's or the loader's locks, and loading libc there crashed
+    a test run once (segmentation fault in ``_execute_child``). Without setpriv, the ``preexec_fn``
+    with libc loaded beforehand, in the parent."""
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--pdeathsig", "TERM", "--", *command], None
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    def die_with_parent() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return command, die_with_parent

@@ -46,3 +46,30 @@ def test_a_failing_tool_reports_its_exit_code_and_output(tmp_path: Path) -> None
     with pytest.raises(DevError, match=r"formatting failed \(exit 3\); last lines of .*\n.*already formatted"):
         run_to_completion(python("import sys; print('Log directory is already formatted'); sys.exit(3)"),
                           log=tmp_path / "log", cpu_limit=GENEROUS_S, wall_limit=GENEROUS_S, what="formatting")
+
+
+@pytest.mark.parametrize("with_setpriv", [True, False])
+def test_a_child_tied_to_its_parent_is_stopped_when_the_parent_dies(tmp_path: Path, with_setpriv) -> None:
+    # The starting process (a Python of its own) starts a long sleep tied to it, prints its pid, and exits.
+    import os
+    import subprocess
+    import time
+
+    env = dict(os.environ)
+    if not with_setpriv:  # the fallback: a preexec_fn with libc loaded in the parent
+        env["PATH"] = str(tmp_path)  # no setpriv there; the sleep is started by its full path
+    code = ("import sys; from pathlib import Path; from mm2spec.dev.process import start; "
+            f"p = start('sleeper', ['/bin/bash', '-c', 'sleep 60; : tie-token'], token='tie-token', "
+            f"log=Path({str(tmp_path / 'log')!r}), tie_to_parent=True); print(p.pid)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    child = int(done.stdout.strip())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{child}").exists():
+        state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{child}").exists() else "X"
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    alive = Path(f"/proc/{child}").exists() and Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    assert not alive, "the tied child outlived its parent"
