@@ -23,6 +23,8 @@ Result = TypeVar("Result")
 
 #: The most items one request carries (the admin client chunks further by what the broker accepts).
 LIMIT = 500
+#: Seconds a coalescer's thread waits for more before it ends (a next call starts another).
+IDLE_S = 5.0
 
 
 class Coalescer(Generic[Item, Result]):
@@ -47,10 +49,15 @@ class Coalescer(Generic[Item, Result]):
         return done.result()
 
     def _serve(self) -> None:
+        """Answer batches until ``IDLE_S`` pass with nothing to send; then the thread ends, and with
+        it the admin clients cached for it (``connection.admin``), so none is left polling a cluster
+        after the operation (a fork of a process with such busy threads can crash)."""
         while True:
             with self._ready:
                 while not self._queue:
-                    self._ready.wait()
+                    if not self._ready.wait(IDLE_S) and not self._queue:
+                        self._sender = None
+                        return
                 batch, self._queue = self._queue[:self._limit], self._queue[self._limit:]
             self._answer(batch)
 

@@ -91,3 +91,13 @@ def test_the_order_of_results_follows_the_items(size):
     coalesce = batch.Coalescer(lambda items: [i * 2 for i in items])
     with ThreadPoolExecutor(max_workers=size) as pool:
         assert list(pool.map(coalesce, range(size))) == [i * 2 for i in range(size)]
+
+
+def test_the_thread_ends_when_idle_and_a_next_call_starts_another(monkeypatch):
+    monkeypatch.setattr(batch, "IDLE_S", 0.05)
+    coalesce = batch.Coalescer(lambda items: items)
+    assert coalesce("a") == "a"
+    first = coalesce._sender
+    first.join(5)
+    assert not first.is_alive() and coalesce._sender is None
+    assert coalesce("b") == "b" and coalesce._sender is not first

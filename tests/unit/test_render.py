@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,14 +200,15 @@ def test_a_failure_half_way_through_the_moves_leaves_the_old_files(tmp_path, mon
 
 
 @pytest.mark.parametrize("moves", [1, 2, 3, 5])
-def test_a_render_killed_half_way_is_rolled_back_by_the_next_write(tmp_path, monkeypatch, moves):
+def test_a_render_killed_half_way_is_rolled_back_by_the_next_write(tmp_path, moves):
     before = old_render(tmp_path)
-    child = os.fork()
-    if child == 0:  # the killed render: no exception handler, no finally runs
-        replace_failing_after(monkeypatch, moves, lambda: os._exit(9))
-        write_files(NEW_SET, tmp_path)
-        os._exit(0)
-    assert os.WEXITSTATUS(os.waitpid(child, 0)[1]) == 9
+    # The killed render, in a Python of its own (no exception handler, no finally runs): not a fork
+    # of this process, whose other threads (Kafka clients of earlier tests) make a forked child crash.
+    killed = (f"import os, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import pytest; "
+              "from pathlib import Path; from test_render import NEW_SET, replace_failing_after, write_files; "
+              f"replace_failing_after(pytest.MonkeyPatch(), {moves}, lambda: os._exit(9)); "
+              f"write_files(NEW_SET, Path({str(tmp_path)!r})); os._exit(0)")
+    assert subprocess.run([sys.executable, "-c", killed], cwd=ROOT, timeout=120).returncode == 9
     assert folder_content(tmp_path) != before  # mixed, with the staging folder and its journal
     write_files({"e.json": "e\n"}, tmp_path)
     assert folder_content(tmp_path) == {**before, "e.json": "e\n"}
