@@ -165,10 +165,12 @@ def start(
         )
     _children[process.pid] = process
     # Just after exec, /proc/<pid>/cmdline is briefly empty; wait until it shows the token so that
-    # alive() means what it says from the first call on.
+    # alive() means what it says from the first call on. Through setpriv, the command's own exec
+    # follows: setpriv's command line shows the token too, so wait until it is gone.
+    launcher = tie[0][0] if tie and tie[1] is None else None
     deadline = time.monotonic() + CMDLINE_WAIT_S
     while time.monotonic() < deadline:
-        if process.poll() is not None or cmdline_has(process.pid, token):
+        if process.poll() is not None or (cmdline_has(process.pid, token) and not _runs(process.pid, launcher)):
             break
         time.sleep(CMDLINE_POLL_S)
     return JavaProcess(name=name, pid=process.pid, token=token, log=str(log), ports=ports)
@@ -290,6 +292,17 @@ def reap_exited() -> None:
 
 
 _PR_SET_PDEATHSIG = 1
+
+
+def _runs(pid: int, program: str | None) -> bool:
+    """Whether process ``pid`` still runs ``program`` (its command line's first word)."""
+    if program is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0", 1)[0].decode(errors="replace") == program
+    except OSError:
+        return False
 
 
 def _tie_to_parent(command: list[str]) -> tuple[list[str], Callable[[], None] | None]:

@@ -73,3 +73,17 @@ def test_a_child_tied_to_its_parent_is_stopped_when_the_parent_dies(tmp_path: Pa
         time.sleep(0.1)
     alive = Path(f"/proc/{child}").exists() and Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     assert not alive, "the tied child outlived its parent"
+
+
+def test_a_tied_child_is_alive_from_the_first_look_once_started(tmp_path: Path) -> None:
+    # Through setpriv the command is exec'd after setpriv's own command line (which shows the token
+    # too): start returns only once the command itself runs, so alive() holds from the first call.
+    from mm2spec.dev.process import start, stop
+
+    started = start("sleeper", ["/bin/bash", "-c", "sleep 30; : tie-token-2"], token="tie-token-2",
+                    log=tmp_path / "log", tie_to_parent=True)
+    try:
+        assert started.alive()
+        assert Path(f"/proc/{started.pid}/cmdline").read_bytes().split(b"\0")[0] == b"/bin/bash"
+    finally:
+        stop(started, grace=1.0)
