@@ -657,7 +657,8 @@ class KafkaAdmin:
         remaining = sum(len(keys) for keys in live.values())
         filters = self._delete_filters(present, live)
         while filters:
-            chunk, filters = filters[:acl_filters_per_delete(remaining)], filters[acl_filters_per_delete(remaining):]
+            size = acl_filters_per_delete(remaining)
+            chunk, filters = filters[:size], filters[size:]
             self._acl_request(self._client.delete_acls, [f for f, _count in chunk], "delete ACLs")
             remaining -= sum(count for _f, count in chunk)
         if present:
