@@ -335,6 +335,24 @@ def _skip_sdk_debug_messages() -> None:
         log.debug = lambda *_args, **_kwargs: None
 
 
+#: The program's exit status when the engine cancels it (SIGINT): it is not read, the engine has its error.
+CANCELLED_EXIT = 130
+
+
+def exit_quietly_when_cancelled() -> None:
+    """End the program at once, printing nothing, on SIGINT.
+
+    The language host sends SIGINT when the engine cancels the run: after a resource failed, or
+    on ^C. Python's default would raise KeyboardInterrupt wherever the program happened to be (in
+    the SDK's executor, waiting for a registration) and the engine would show that traceback under
+    the resource's own error, where it says nothing useful. Nothing the program holds needs
+    cleaning up: the resources' work runs in the engine and the providers. Called by the program's
+    entry point (``pulumi/__main__.py``), from the main thread."""
+    import signal
+
+    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(CANCELLED_EXIT))
+
+
 def failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> bool:
     """Whether a flow is recorded as failed over on its DR cluster; then the Spark mirror is left
     stopped (a forward mirror would copy over what clients now write to DR) and the run says so."""

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import dill
@@ -571,3 +574,35 @@ def test_the_sdks_debug_messages_are_not_sent_unless_asked(monkeypatch):
     program._skip_sdk_debug_messages()
     pulumi.log.debug("dropped")
     assert sent == ["kept"]
+
+
+CANCELLED_PROGRAM = """
+import sys, threading, concurrent.futures
+from mm2spec.provision import program
+if sys.argv[1] == "quiet":
+    program.exit_quietly_when_cancelled()
+release = threading.Event()
+executor = concurrent.futures.ThreadPoolExecutor(1)
+executor.submit(release.wait)  # a registration the engine has not answered
+print("waiting", flush=True)
+try:
+    executor.shutdown(wait=True)  # where the SDK's launcher waits at the end of a run
+finally:
+    release.set()
+"""
+
+
+@pytest.mark.parametrize("mode", ["quiet", "default"])
+def test_a_cancelled_program_ends_without_a_traceback(mode):
+    """The language host sends SIGINT when the engine cancels the run (a resource failed): the
+    program ends at once and prints nothing, where Python's default prints a KeyboardInterrupt
+    traceback that the engine shows under the resource's error."""
+    child = subprocess.Popen([sys.executable, "-c", CANCELLED_PROGRAM, mode], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "waiting\n"
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=30)
+    if mode == "quiet":
+        assert (child.returncode, err) == (program.CANCELLED_EXIT, ""), err
+    else:  # what the handler is for
+        assert "KeyboardInterrupt" in err and child.returncode != 0
