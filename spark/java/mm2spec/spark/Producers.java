@@ -27,8 +27,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Exactly-once: one transactional producer per transactional.id, created and initialised once,
  * with the progress it last committed: while this JVM's producer holds the id, no one else can have
  * committed progress for that partition (taking the id fences this producer, whose next transaction
- * then fails and is discarded), so the next batch need not read it back from the group. Reading it
- * back with requireStable waits until the previous transaction's markers are written.
+ * then fails and is discarded), so the next batch need not read it back from the group. Otherwise
+ * the producer is created first, then the progress read back with requireStable: initTransactions
+ * has ended whatever transaction an earlier holder of the id left, so the read waits only for its
+ * markers.
  */
 final class Producers {
     private static final Map<String, ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>>> POOLS = new ConcurrentHashMap<>();

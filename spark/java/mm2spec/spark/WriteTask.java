@@ -136,12 +136,18 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         final long next;
         final long committedDownstream;
         KafkaProducer<byte[], byte[]> producer;
+        /** Begun and not yet committed: what {@link #abandon} aborts. */
+        boolean open;
 
         Transaction(PartitionWrite write) {
             this.write = write;
             this.transactionalId = settings.transactionalId(write.topic, write.partition);
             OffsetAndMetadata progress = Producers.committedHere(settings, transactionalId);
             if (progress == null) {
+                // The id first: its initTransactions fences an earlier holder (a killed driver's) and
+                // ends the transaction it left, whose pending progress the read below (requireStable)
+                // would otherwise wait on until the broker timed it out.
+                producer = Producers.transactional(settings, transactionalId);
                 progress = readProgress(new TopicPartition(write.targetTopic, write.partition));
             }
             this.next = progress == null ? -1 : progress.offset();
@@ -153,15 +159,18 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
                 write.skipped++;  // a replayed batch: committed before the crash
                 return;
             }
-            if (producer == null) {
-                producer = Producers.transactional(settings, transactionalId);
+            if (!open) {
+                if (producer == null) {
+                    producer = Producers.transactional(settings, transactionalId);
+                }
                 producer.beginTransaction();
+                open = true;
             }
             send(producer, write, row);
         }
 
         void commit() {
-            if (producer == null) {
+            if (!open) {
                 if (write.skipped > 0 && committedDownstream >= 0) {
                     // The offset sync a crash may have lost is written now.
                     write.alreadyMirrored(next - 1, committedDownstream);
@@ -174,13 +183,16 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
             OffsetAndMetadata progress = new OffsetAndMetadata(write.lastUpstream + 1, Long.toString(write.lastDownstream()));
             producer.sendOffsetsToTransaction(Map.of(target, progress), new ConsumerGroupMetadata(settings.progressGroup()));
             producer.commitTransaction();
+            open = false;
             Producers.committed(settings, transactionalId, progress);
         }
 
         /** After a failure: abort if possible, and start the next batch with a fresh producer (its
-         *  initTransactions aborts whatever this one left open). */
+         *  initTransactions aborts whatever this one left open). A transaction already committed is
+         *  left alone (the failure came after it: abortTransaction would throw IllegalStateException
+         *  from its READY state and hide the failure). */
         void abandon() {
-            if (producer == null) {
+            if (producer == null || !open) {
                 return;
             }
             try {
