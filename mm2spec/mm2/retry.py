@@ -9,6 +9,7 @@ importing the client.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable, Collection, Iterable, Iterator, TypeVar
 
@@ -74,6 +75,36 @@ def acl_filters_per_delete(bindings: int) -> int:
 MAX_RESOURCES_PER_DESCRIBE = 2_000
 """Resources per describe request (DescribeTopics, DescribeConfigs): reads have no broker limit, but
 a bounded request keeps each response to a few MB and its timeout meaningful on 10,000 topics."""
+
+
+LOST_LEADER_FACILITY = "METADATAUPDATE"
+LOST_LEADER_TEXT = "new leader-1 not found in cache"
+"""What librdkafka logs (facility, text) when a metadata update says a partition has no leader
+(-1), as one does while the partition's only broker restarts: librdkafka 2.16 and earlier then
+leave the partition without a leader for the client's whole life, whatever later metadata says
+(librdkafka issue 5430), so a producer queues its records and never sends them. The cure is a new
+client; ``LeaderLossWatch`` tells when one is needed."""
+
+
+class LeaderLossWatch(logging.Handler):
+    """A librdkafka client's log, watched for ``LOST_LEADER_TEXT``: pass ``logger`` as the client's
+    ``logger`` setting; ``lost`` turns true once the client logged it. Every record goes on to
+    ``forward`` (as the client's log would have) at that logger's level. confluent-kafka hands its
+    client's log over when the client is polled, so ``lost`` is current after a ``poll``."""
+
+    def __init__(self, name: str, forward: logging.Logger):
+        super().__init__()
+        self.forward = forward
+        self.lost = False
+        self.logger = logging.Logger(name, logging.DEBUG)  # the client's own: not in the logging tree
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if args and args[0] == LOST_LEADER_FACILITY and LOST_LEADER_TEXT in str(args[-1]):
+            self.lost = True
+        if self.forward.isEnabledFor(record.levelno):
+            self.forward.handle(record)
 
 
 def kafka_error_name(exc: BaseException) -> str | None:

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (AdminClient, ConfigResource, ConfigSource, Ne
 from mm2spark.config import ClusterConnection
 from mm2spark.records import OffsetSync
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
-from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE, chunks, is_retriable, retry_call
+from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE, LeaderLossWatch, chunks, is_retriable, retry_call
 from mm2spec.mm2.selection import config_synced
 
 log = logging.getLogger("mm2spark.kafka")
@@ -192,14 +192,61 @@ def alter_group_offsets(client: AdminClient, group: str, offsets: dict[tuple[str
     _result(futures[group], f"commit translated offsets for group {group}")
 
 
-def internal_producer(conn: ClusterConnection) -> Producer:
-    """For MM2's internal records (offset syncs, checkpoints): idempotent, acks=all."""
-    return Producer({**conn.librdkafka(), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                     "client.id": f"mm2spark-internal-{conn.alias}"})
+class InternalProducer:
+    """The producer of MM2's internal records (offset syncs, checkpoints) on one cluster: idempotent,
+    acks=all, for the job's whole life, which a librdkafka client cannot always last.
+
+    librdkafka leaves a partition whose leader it saw as -1 (its only broker restarting) without a
+    leader for good (``mm2.retry.LOST_LEADER_TEXT``): the client would queue every later offset sync
+    and never send one. ``client()`` watches the client's log for that and then replaces it; the
+    records it still held are dropped (each reported to its delivery callback as purged) and counted
+    in ``dropped``: the next batches write newer syncs and checkpoints.
+    """
+
+    def __init__(self, conn: ClusterConnection):
+        self.conn = conn
+        self.replaced = 0
+        self.dropped = 0
+        self._watch, self._client = self._new()
+
+    def _new(self) -> tuple[LeaderLossWatch, Producer]:
+        name = f"mm2spark-internal-{self.conn.alias}"
+        watch = LeaderLossWatch(name, log)
+        return watch, Producer({**self.conn.librdkafka(), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                                "client.id": name, "logger": watch.logger})
+
+    def client(self) -> Producer:
+        """The client to send with now: the current one, or a new one if it lost a leader for good."""
+        self._client.poll(0)  # hands its log over (and serves delivery reports)
+        if self._watch.lost:
+            held = len(self._client)
+            self._client.purge(in_queue=True, in_flight=True)
+            self._client.flush(0)  # the purged records' delivery reports
+            self.replaced += 1
+            self.dropped += held
+            log.warning("%s: librdkafka lost a partition leader for good after a broker restart (librdkafka "
+                        "issue 5430); a new producer replaces it, %d records it held are dropped",
+                        self.conn.alias, held)
+            self._watch, self._client = self._new()
+        return self._client
+
+    def poll(self, timeout: float) -> int:
+        return self.client().poll(timeout)
+
+    def flush(self, timeout: float) -> int:
+        """Waits for what the client holds; returns how many records are left (see ``Producer.flush``)."""
+        return self.client().flush(timeout)
 
 
-def produce_all(producer: Producer, topic: str, records: Iterable[tuple[bytes, bytes]]) -> int:
+def internal_producer(conn: ClusterConnection) -> InternalProducer:
+    """For MM2's internal records (offset syncs, checkpoints): idempotent, acks=all, replaced when
+    its client wedges (``InternalProducer``)."""
+    return InternalProducer(conn)
+
+
+def produce_all(producer: InternalProducer, topic: str, records: Iterable[tuple[bytes, bytes]]) -> int:
     """Write and wait for every record; raises if any failed."""
+    client = producer.client()
     errors: list = []
 
     def delivered(err, _msg):
@@ -210,19 +257,20 @@ def produce_all(producer: Producer, topic: str, records: Iterable[tuple[bytes, b
     for key, value in records:
         while True:
             try:
-                producer.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
+                client.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
                 break
             except BufferError:
-                producer.poll(0.1)
+                client.poll(QUEUE_FULL_POLL_S)
         count += 1
-    remaining = producer.flush(TIMEOUT)
+    remaining = client.flush(TIMEOUT)
     if remaining or errors:
         raise KafkaOperationFailed(f"writing to {topic}: {errors[0] if errors else f'{remaining} records not acknowledged'}")
     return count
 
 
-def produce_nowait(producer: Producer, topic: str, key: bytes, value: bytes, on_failure) -> None:
+def produce_nowait(producer: InternalProducer, topic: str, key: bytes, value: bytes, on_failure) -> None:
     """Queue one record for partition 0 without waiting; ``on_failure(message)`` if its delivery fails."""
+    client = producer.client()
 
     def delivered(err, _msg):
         if err is not None:
@@ -230,10 +278,11 @@ def produce_nowait(producer: Producer, topic: str, key: bytes, value: bytes, on_
 
     while True:
         try:
-            producer.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
+            client.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
             return
         except BufferError:  # librdkafka's queue is full: serve delivery reports, then retry
-            producer.poll(QUEUE_FULL_POLL_S)
+            client = producer.client()  # a client that lost a leader for good would never drain
+            client.poll(QUEUE_FULL_POLL_S)
 
 
 def read_compacted(conn: ClusterConnection, topic: str, timeout: float = 60.0) -> list[tuple[bytes, bytes]]:

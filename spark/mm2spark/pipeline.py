@@ -478,11 +478,16 @@ class FlowPipeline:
         """Hands the batch's offset syncs to the producer without waiting for them: librdkafka
         sends them in the background (MM2 also writes syncs asynchronously); a failed delivery is
         counted as an error, and ``stop`` flushes what is still queued."""
+        replaced = self.syncs_producer.replaced
         for sync in syncs:
             kafka.produce_nowait(self.syncs_producer, self.syncs_topic, sync.record_key(), sync.record_value(),
                                  self.sync_failed)
         self.syncs_producer.poll(0)  # serves the earlier batches' delivery reports
         self.store.add_all(syncs)
+        if self.syncs_producer.replaced != replaced:
+            # A wedged client was replaced and the syncs it held dropped: the next batch writes a
+            # sync for every partition it writes, so the topic again translates where they are.
+            self.emitter = OffsetSyncEmitter(self.flow.offset_lag_max)
 
     def sync_failed(self, message: str) -> None:
         self.metrics.error(self.flow.name, f"writing offset syncs to {self.syncs_topic}: {message}")

@@ -62,7 +62,8 @@ def test_exactly_once_rides_out_kills_restarts_and_cuts(proxied_kafka_pair, spar
     # exactly what the source holds: records its producer wrote twice (a retry across a broker
     # restart) are two records there, and a faithful mirror copies both
     assert result.duplicates == result.source_duplicates, (
-        f"{result.duplicates} records read twice with read_committed, {result.source_duplicates} of them twice on the source")
+        f"the target holds {result.duplicates} records twice (read_committed), the source {result.source_duplicates}; "
+        f"the first (partition, sequence, target offset): {result.duplicate_examples}")
     assert result.faults == KILLS + 4
 
 

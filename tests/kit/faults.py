@@ -62,6 +62,11 @@ class FaultRunResult:
     """Per fault: seconds from the fault's end until the target held every record acknowledged then."""
     job_restarts: int = 0
     """Failed queries the running job restarted by itself (from its status file)."""
+    rereads: int = 0
+    """Records the live ledger read again that the target does not hold twice: the consumer's own
+    re-reads (e.g. across the target broker's restart), not the mirror's."""
+    duplicate_examples: list = field(default_factory=list)
+    """The first records the target holds twice: (partition, sequence, target offset)."""
     source_duplicates: int = 0
     """Records the source itself holds twice (the test producer's own retries, e.g. across a broker
     restart): a faithful mirror copies those twice too, so the mirror's own repeats are
@@ -149,15 +154,25 @@ class FaultRun:
     def finish(self, case: str, recovery_s: list[float]) -> FaultRunResult:
         """Stop the producer, let the target catch up, count; one fault per ``recovery_s`` entry."""
         self.producer.stop()
-        count = self.ledger.catch_up(self.producer, RECOVERY_TIMEOUT_S, alive=lambda: self._running())
-        source = Ledger(self.source, self.topic, PARTITIONS, value_size=VALUE_SIZE)
+        live = self.ledger.catch_up(self.producer, RECOVERY_TIMEOUT_S, alive=lambda: self._running())
+        # The count is of what the target holds, read afresh to its end: the live ledger's consumer
+        # rode out the faults too, and a re-read of its own would pass for a mirrored duplicate.
+        held = self._read_whole(self.target, "read_committed" if self.exactly_once else "read_uncommitted")
+        on_source = self._read_whole(self.source, "read_uncommitted")
+        return FaultRunResult(case, self.delivery, len(recovery_s), self.producer.acknowledged, held.unique,
+                              held.lost, held.duplicates, held.corrupt, recovery_s,
+                              self.restarts_before + self.job_restarts(),
+                              rereads=max(0, live.duplicates - held.duplicates),
+                              duplicate_examples=held.extra.get("examples", []), source_duplicates=on_source.duplicates)
+
+    def _read_whole(self, conf: dict, isolation: str):
+        ledger = Ledger(conf, self.topic, PARTITIONS, isolation=isolation, value_size=VALUE_SIZE)
         try:
-            on_source = source.catch_up(self.producer, RECOVERY_TIMEOUT_S)
+            count = ledger.read_all(self.producer, RECOVERY_TIMEOUT_S)
+            count.extra["examples"] = list(ledger.duplicate_examples)
+            return count
         finally:
-            source.close()
-        return FaultRunResult(case, self.delivery, len(recovery_s), self.producer.acknowledged, count.unique,
-                           count.lost, count.duplicates, count.corrupt, recovery_s,
-                           self.restarts_before + self.job_restarts(), on_source.duplicates)
+            ledger.close()
 
     def _running(self) -> bool:
         return mirror.status(self.deployment).running

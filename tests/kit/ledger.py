@@ -10,12 +10,16 @@ not sets: a 30-minute soak writes tens of millions of records.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 
 from mm2spec.errors import DevError
+from mm2spec.mm2.retry import LeaderLossWatch, retry_call
+
+log = logging.getLogger("tests.kit.ledger")
 
 #: librdkafka's wait for outstanding deliveries when a producer stops: a broker that restarts or a
 #: proxy that was cut holds them until the client reconnects and retries.
@@ -24,6 +28,8 @@ FLUSH_TIMEOUT_S = 300.0
 CONSUME_WAIT_S = 0.5
 #: Records per consume call.
 CONSUME_BATCH = 10_000
+#: Duplicates a ledger keeps the position of.
+MAX_DUPLICATE_EXAMPLES = 10
 #: How often the producer thread yields to deliver callbacks and to pace itself (records).
 PACE_EVERY = 100
 
@@ -82,6 +88,8 @@ class SequencedProducer:
         self.delivered = [_Bitmap() for _ in range(partitions)]
         self.sent = 0
         self.failed = 0
+        self.replaced = 0
+        """Clients replaced after they lost a partition's leader for good (``_healthy``)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"producer-{topic}", daemon=True)
         self._error: BaseException | None = None
@@ -117,19 +125,34 @@ class SequencedProducer:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
-        from confluent_kafka import Producer  # imported late: the CLI should start fast
-
         try:
-            producer = Producer({**self.conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                                 # ride out a broker restart or a network cut instead of failing records
-                                 "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000)})
-            self._write(producer)
+            producer = self._write(self._client())
             if producer.flush(FLUSH_TIMEOUT_S) != 0:
                 raise DevError(f"records to {self.topic} still unacknowledged after {FLUSH_TIMEOUT_S:.0f}s")
         except BaseException as failure:  # noqa: BLE001 - handed to stop()
             self._error = failure
 
-    def _write(self, producer) -> None:
+    def _client(self):
+        from confluent_kafka import Producer  # imported late: the CLI should start fast
+
+        self._watch = LeaderLossWatch(f"producer-{self.topic}", log)
+        return Producer({**self.conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                         # ride out a broker restart or a network cut instead of failing records
+                         "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000), "logger": self._watch.logger})
+
+    def _healthy(self, producer):
+        """``producer``, or a new client if it lost a partition's leader for good (librdkafka issue 5430,
+        ``LeaderLossWatch``): the records it had not sent yet fail (never acknowledged, so never
+        expected on the target), those in flight are waited for."""
+        if not self._watch.lost:
+            return producer
+        producer.purge(in_queue=True, in_flight=False)
+        producer.flush(FLUSH_TIMEOUT_S)
+        self.replaced += 1
+        return self._client()
+
+    def _write(self, producer):
+        """Writes until stopped (or ``limit``); returns the client it ends with."""
         next_seq = [0] * self.partitions
         began = time.monotonic()
         while not self._stop.is_set() and (self.limit is None or self.sent < self.limit):
@@ -140,15 +163,18 @@ class SequencedProducer:
                                  on_delivery=self._on_delivery)
             except BufferError:
                 producer.poll(0.05)
+                producer = self._healthy(producer)
                 continue
             next_seq[partition] += 1
             self.sent += 1
             if self.sent % PACE_EVERY == 0:
                 producer.poll(0)
+                producer = self._healthy(producer)
                 if self.rate:
                     ahead = self.sent / self.rate - (time.monotonic() - began)
                     if ahead > 0:
                         time.sleep(ahead)
+        return producer
 
     def _on_delivery(self, error, message) -> None:
         if error is not None:
@@ -185,7 +211,12 @@ class Ledger:
         self.seen = [_Bitmap() for _ in range(partitions)]
         self.duplicates = 0
         self.corrupt = 0
+        #: The first records seen again, as (partition, sequence, target offset): where to look.
+        self.duplicate_examples: list[tuple[int, int, int]] = []
         self._consumer = None
+        self._watch: LeaderLossWatch | None = None
+        self._next: dict[int, int] = {}
+        """The next offset to read of each partition (a replaced client goes on from there)."""
 
     def read(self, seconds: float) -> int:
         """Read what arrives within ``seconds``; returns how many records that was."""
@@ -197,7 +228,36 @@ class Ledger:
                 if not message.error():
                     self._count(message)
                     got += 1
+            if self._watch.lost:  # librdkafka issue 5430 (LeaderLossWatch): a new client goes on from here
+                self.close()
+                consumer = self._open()
         return got
+
+    def read_all(self, producer: SequencedProducer, timeout: float) -> LedgerCount:
+        """Read every partition to its end as it is now (its high watermark; with read_committed an
+        open transaction holds the read at its start until it ends) and count: what the topic holds,
+        however its records were read before. Raises DevError if the end is not reached within
+        ``timeout``. Call it on a ledger that has read nothing yet."""
+        from confluent_kafka import KafkaError, TopicPartition  # imported late: the CLI should start fast
+
+        consumer = self._open(eof=True)
+        ends = {p: retry_call(lambda p=p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10))[1]
+                for p in range(self.partitions)}
+        # The end of a partition is an event (not the position: that stops at the last record delivered,
+        # short of the transaction markers after it).
+        behind = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + timeout
+        while behind:
+            if time.monotonic() > deadline:
+                raise DevError(f"reading {self.topic} to its end took over {timeout:.0f} s; partitions not read "
+                               f"to their end: {sorted(behind)} (ends {ends})")
+            for message in consumer.consume(CONSUME_BATCH, timeout=CONSUME_WAIT_S):
+                error = message.error()
+                if error is None:
+                    self._count(message)
+                elif error.code() == KafkaError._PARTITION_EOF and message.offset() >= ends[message.partition()]:
+                    behind.discard(message.partition())
+        return LedgerCount(self.unique(), self.duplicates, self.corrupt, self.missing(producer))
 
     def unique(self) -> int:
         return sum(bitmap.count() for bitmap in self.seen)
@@ -222,23 +282,29 @@ class Ledger:
             self._consumer.close()
             self._consumer = None
 
-    def _open(self):
+    def _open(self, eof: bool = False):
         if self._consumer is None:
             from confluent_kafka import Consumer, TopicPartition  # imported late: the CLI should start fast
 
+            self._watch = LeaderLossWatch(f"ledger-{self.topic}", log)
             self._consumer = Consumer({**self.conf, "group.id": f"mm2spec-ledger-{uuid.uuid4().hex[:8]}",
                                        "enable.auto.commit": False, "isolation.level": self.isolation,
-                                       "auto.offset.reset": "earliest"})
-            self._consumer.assign([TopicPartition(self.topic, p, -2) for p in range(self.partitions)])  # -2: beginning
+                                       "auto.offset.reset": "earliest", "enable.partition.eof": eof,
+                                       "logger": self._watch.logger})
+            # From the beginning (-2), or where an earlier client of this ledger stopped.
+            self._consumer.assign([TopicPartition(self.topic, p, self._next.get(p, -2)) for p in range(self.partitions)])
         return self._consumer
 
     def _count(self, message) -> None:
+        self._next[message.partition()] = message.offset() + 1
         parsed = _parse_key(message.key())
         if (parsed is None or parsed[0] != message.partition() or parsed[0] >= self.partitions
                 or message.value() != record_value(message.key(), self.value_size)):
             self.corrupt += 1
         elif not self.seen[parsed[0]].add(parsed[1]):
             self.duplicates += 1
+            if len(self.duplicate_examples) < MAX_DUPLICATE_EXAMPLES:
+                self.duplicate_examples.append((parsed[0], parsed[1], message.offset()))
 
 
 #: The Spark job's identity replication policy: ledger topics keep their names on the target.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import time
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
@@ -71,3 +74,38 @@ def test_chunks_keep_each_request_within_the_record_budget():
     assert len(parts) == 8
     assert list(chunks([("huge", 9_999)], weight=lambda t: t[1], budget=5_000)) == [[("huge", 9_999)]]
     assert list(chunks([])) == []
+
+
+def _client_log(watch: retry.LeaderLossWatch, facility: str, text: str, level: int = logging.WARNING) -> None:
+    """A line of a librdkafka client's log as confluent-kafka hands it to the client's ``logger``."""
+    watch.logger.log(level, "%s [%s] %s", facility, "rdkafka#producer-1", text)
+
+
+def test_a_leader_lost_for_good_is_noticed_in_the_clients_log_and_the_log_goes_on():
+    seen = []
+    forward = logging.Logger("forward", logging.INFO)
+    forward.addHandler(type("Keep", (logging.Handler,), {"emit": lambda self, record: seen.append(record.getMessage())})())
+    watch = retry.LeaderLossWatch("client", forward)
+    _client_log(watch, "FAIL", "127.0.0.1:9092/1: Disconnected")
+    _client_log(watch, "METADATAUPDATE", "Partition t(x)[0]: leader epoch is not newer 0 >= 0", logging.DEBUG)
+    assert not watch.lost
+    _client_log(watch, "METADATAUPDATE", "[thrd:main]: Partition t(I/97QkVqSdGxce2tc3sF5A)[3]: new leader-1 not found in cache")
+    assert watch.lost
+    assert len(seen) == 2 and seen[0].startswith("FAIL [rdkafka#producer-1]"), seen  # the DEBUG line is below INFO
+
+
+def test_the_watch_reads_a_real_clients_log():
+    """confluent-kafka hands a client's log to its ``logger`` as (facility, client name, text):
+    the shape ``LeaderLossWatch`` reads."""
+    from confluent_kafka import Producer
+
+    seen = []
+    forward = logging.Logger("forward", logging.DEBUG)
+    forward.addHandler(type("Keep", (logging.Handler,), {"emit": lambda self, record: seen.append(record.args)})())
+    watch = retry.LeaderLossWatch("client", forward)
+    producer = Producer({"bootstrap.servers": "127.0.0.1:1", "logger": watch.logger, "reconnect.backoff.ms": 10})
+    deadline = time.monotonic() + 20
+    while not seen and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert seen and seen[0][0] == "FAIL" and "127.0.0.1:1" in seen[0][2], seen
+    assert not watch.lost

@@ -563,3 +563,73 @@ def test_the_spark_defaults_agree_in_schema_spec_and_job():
     bare = parse_job_config({k: v for k, v in job().items() if k != "spark"} | {"spark": {"master": "local[2]"}})
     assert bare.spark.max_offsets_per_trigger == MAX_OFFSETS_PER_TRIGGER_DEFAULT
     assert bare.spark.trigger_interval == TRIGGER_INTERVAL_DEFAULT
+
+
+class _WedgingClient:
+    """confluent-kafka's Producer as far as ``InternalProducer`` uses it; ``wedge`` makes it hold
+    every record from then on (a full queue after ``room`` of them) and log librdkafka's lost-leader
+    line at its ``log_at``-th poll after."""
+
+    made: list = []
+
+    def __init__(self, config: dict):
+        self.logger, self.room = config["logger"], 3
+        self.held: list = []
+        self.wedged, self.purged, self.polls, self.log_at = False, False, 0, 0
+        _WedgingClient.made.append(self)
+
+    def wedge(self, log_at: int) -> None:
+        self.wedged, self.polls, self.log_at = True, 0, log_at
+
+    def produce(self, topic, key, value, partition, on_delivery) -> None:
+        if self.wedged and len(self.held) >= self.room:
+            raise BufferError("Local: Queue full")
+        self.held.append(on_delivery)
+
+    def poll(self, _timeout: float = 0) -> int:
+        self.polls += 1
+        if self.wedged and self.polls == self.log_at:
+            self.logger.log(30, "%s [%s] %s", "METADATAUPDATE", "rdkafka#producer-1",
+                            "[thrd:main]: Partition mm2-offset-syncs.dr.internal(x)[0]: new leader-1 not found in cache")
+        if not self.wedged:
+            for delivered in self.held:
+                delivered(None, None)
+            self.held = []
+        return 0
+
+    def purge(self, in_queue: bool, in_flight: bool) -> None:
+        self.purged = in_queue and in_flight
+        for delivered in self.held:
+            delivered("Local: Purged in queue", None)
+        self.held = []
+
+    def flush(self, _timeout: float) -> int:
+        self.poll()
+        return len(self.held)
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+
+def test_an_internal_producer_whose_client_lost_a_leader_for_good_is_replaced(monkeypatch):
+    """librdkafka never sends to a partition again once it saw its leader as -1 (issue 5430): the
+    offset syncs would queue for good. The client is replaced when its log says so, what it held is
+    reported failed and counted, and a full queue on the wedged client does not hang the sender."""
+    from mm2spark import kafka
+
+    monkeypatch.setattr(kafka, "Producer", _WedgingClient)
+    _WedgingClient.made = []
+    conn = type("Conn", (), {"alias": "dr", "librdkafka": lambda self: {"bootstrap.servers": "dr:9092"}})()
+    producer = kafka.internal_producer(conn)
+    failed = []
+    kafka.produce_nowait(producer, "syncs", b"k", b"v", failed.append)
+    assert producer.flush(1) == 0 and failed == [] and producer.replaced == 0
+
+    first = _WedgingClient.made[0]
+    first.wedge(log_at=5)  # the lost-leader line comes while the sender waits on the full queue
+    for n in range(5):
+        kafka.produce_nowait(producer, "syncs", b"k%d" % n, b"v", failed.append)
+    assert producer.replaced == 1 and first.purged, "the wedged client must be replaced, not waited on"
+    assert len(_WedgingClient.made) == 2 and producer.client() is _WedgingClient.made[1]
+    assert failed == ["Local: Purged in queue"] * 3 and producer.dropped == 3
+    assert producer.flush(1) == 0 and len(failed) == 3, "what came after went through the new client"
