@@ -9,7 +9,8 @@ Kafka 4.3, ``org.apache.kafka.connect.mirror``):
 - ``defaults``: the defaults of its other settings
 - ``records``: the binary layouts of its offset syncs and checkpoints
 - ``offsets``: how it translates a group's offset through offset syncs
-- ``retry``: the one retry of retriable Kafka errors and the chunking of bulk admin calls
+- ``retry``: the one retry of retriable Kafka errors, the chunking of bulk admin calls and the
+  watch for a librdkafka client that lost a partition leader for good (it must be replaced)
 
 Beside them, mm2spec's own rules of the same kind, and what mm2spec and the Spark job agree on:
 

@@ -1,4 +1,5 @@
-"""How every Kafka call is retried and every bulk admin call is chunked: the one place for both.
+"""How every Kafka call is retried and every bulk admin call is chunked: the one place for both;
+and how a librdkafka client that will never recover is recognised (``LeaderLossWatch``).
 
 Used by mm2spec.live (plan, provisioning, playbooks), by the Spark job's own admin code
 (spark/mm2spark/kafka.py) and by the integration tests' helpers. Stdlib only, like the rest of
