@@ -583,9 +583,9 @@ if sys.argv[1] == "quiet":
     program.exit_quietly_when_cancelled()
 release = threading.Event()
 executor = concurrent.futures.ThreadPoolExecutor(1)
-executor.submit(release.wait)  # a registration the engine has not answered
-print("waiting", flush=True)
+executor.submit(release.wait, 60)  # a registration the engine has not answered
 try:
+    print("waiting", flush=True)
     executor.shutdown(wait=True)  # where the SDK's launcher waits at the end of a run
 finally:
     release.set()
@@ -606,3 +606,43 @@ def test_a_cancelled_program_ends_without_a_traceback(mode):
         assert (child.returncode, err) == (program.CANCELLED_EXIT, ""), err
     else:  # what the handler is for
         assert "KeyboardInterrupt" in err and child.returncode != 0
+
+
+def test_the_program_waits_for_every_output_in_linear_time(monkeypatch):
+    """The SDK's end-of-program wait, replaced (``_settle_outputs_in_linear_time``): it returns once
+    every outstanding Output is done, those that appear while it waits (a later wave) included;
+    a failed registration's marker is ignored and any other failure raised, as the SDK does."""
+    import asyncio
+
+    from pulumi.runtime import stack
+
+    monkeypatch.setattr(stack, "wait_for_rpcs", stack.wait_for_rpcs)  # restored after the test
+    program._settle_outputs_in_linear_time()
+    assert stack.wait_for_rpcs.mm2spec_linear
+
+    async def scenario(fail_with: BaseException | None) -> list[str]:
+        order: list[str] = []
+        loop = asyncio.get_running_loop()
+        later = loop.create_future()
+
+        async def first() -> None:
+            await asyncio.sleep(0.05)
+            order.append("first")
+            with stack.SETTINGS.lock:
+                stack.SETTINGS.outputs.add(later)  # an Output of the next wave
+            loop.call_later(0.05, lambda: (order.append("later"), later.set_result(None)))
+
+        async def failing() -> None:
+            raise fail_with or stack.ResourceRegistrationFailed("the engine said no")
+
+        with stack.SETTINGS.lock:
+            stack.SETTINGS.outputs.update({asyncio.ensure_future(first()), asyncio.ensure_future(failing())})
+        await stack.wait_for_rpcs()
+        order.append("returned")
+        return order
+
+    assert asyncio.run(scenario(None)) == ["first", "later", "returned"]
+    assert not stack.SETTINGS.outputs
+    with pytest.raises(ValueError, match="a failed apply"):
+        asyncio.run(scenario(ValueError("a failed apply")))
+    stack.SETTINGS.outputs.clear()
