@@ -316,64 +316,6 @@ def _skip_source_positions() -> None:
         registration._get_stack_trace = proto
 
 
-def _settle_outputs_in_linear_time() -> None:
-    """Make the SDK wait for the program's outstanding Outputs in time linear in their number.
-
-    Once its first registrations are answered, the SDK waits at the end of the program
-    (``pulumi.runtime.stack.wait_for_rpcs``) with ``asyncio.wait(every pending Output,
-    FIRST_COMPLETED)``, again each time one completes: a callback added to and removed from every
-    pending Output for every completion, with the program's later waves (``in_waves``) registered
-    all the while. Here each Output gets one callback that queues it when done, and the Outputs are
-    taken from the queue as they complete: the same wait (every Output, those added meanwhile
-    included; the first failure other than a failed registration is raised, as the SDK does), its
-    RPCs still awaited by the SDK's own loop. Guarded: a later SDK without these names is left as
-    it is."""
-    import asyncio
-
-    from pulumi.runtime import stack
-
-    original = getattr(stack, "wait_for_rpcs", None)
-    if not callable(getattr(stack, "_get_rpc_manager", None)):
-        return
-    outputs = getattr(getattr(stack, "SETTINGS", None), "outputs", None)
-    failed_registration = getattr(stack, "ResourceRegistrationFailed", None)
-    if original is None or not isinstance(outputs, set) or failed_registration is None:
-        return
-    if getattr(original, "mm2spec_linear", False):
-        return
-
-    async def settle() -> None:
-        done: asyncio.Queue = asyncio.Queue()
-        watched = 0
-        while True:
-            with stack.SETTINGS.lock:
-                fresh = list(stack.SETTINGS.outputs)
-                stack.SETTINGS.outputs.clear()  # each Output's own cleanup tolerates its absence
-            for task in fresh:
-                task.add_done_callback(done.put_nowait)
-            watched += len(fresh)
-            if watched == 0:
-                return
-            task = await done.get()
-            watched -= 1
-            try:
-                task.result()
-            except failed_registration:
-                pass  # the engine reports it; the SDK ignores these too
-
-    async def wait_for_rpcs(await_all_outstanding_tasks: bool = True) -> None:
-        while True:
-            await original(await_all_outstanding_tasks=False)  # until no RPC is outstanding
-            if not await_all_outstanding_tasks:
-                return
-            await settle()
-            if not stack._get_rpc_manager().rpcs:  # else RPCs were started meanwhile: the SDK's loop awaits them
-                return
-
-    wait_for_rpcs.mm2spec_linear = True
-    stack.wait_for_rpcs = wait_for_rpcs
-
-
 #: Set to anything to keep the Pulumi SDK's own debug messages (``pulumi up --debug`` shows them).
 SDK_DEBUG_ENV = "MM2SPEC_PULUMI_SDK_DEBUG"
 
@@ -429,7 +371,6 @@ def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping
 
     _skip_source_positions()
     _skip_sdk_debug_messages()
-    _settle_outputs_in_linear_time()
     config = pulumi.Config()
     dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
                           out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot,
