@@ -577,10 +577,12 @@ def test_the_sdks_debug_messages_are_not_sent_unless_asked(monkeypatch):
 
 
 CANCELLED_PROGRAM = """
-import sys, threading, concurrent.futures
+import signal, sys, threading, concurrent.futures
 from mm2spec.provision import program
 if sys.argv[1] == "quiet":
     program.exit_quietly_when_cancelled()
+else:  # Python's own handler (a child of a shell's background job inherits SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 release = threading.Event()
 executor = concurrent.futures.ThreadPoolExecutor(1)
 executor.submit(release.wait, 60)  # a registration the engine has not answered
