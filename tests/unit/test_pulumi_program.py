@@ -115,9 +115,24 @@ def test_prod_declares_internal_and_mirrored_topics_with_rf_minus_one(prod):
 
 
 @pytest.mark.parametrize("preview", [True, False])
-def test_a_preview_registers_the_acl_resources_first_an_update_last(prod, preview):
+def test_a_preview_registers_the_acl_resources_first_an_update_last(prod, preview, monkeypatch):
+    """The order the waves declare them in (the engine may answer two waves in flight in any order)."""
+    declared_kinds: list[str] = []
+    waves = program.in_waves
+
+    def watched(makers, then, **kwargs):
+        def watch(make):
+            def declare_one():
+                resource = make()
+                declared_kinds.append(type(resource).__name__)
+                return resource
+            return declare_one
+        waves([watch(make) for make in makers], then, **kwargs)
+
+    monkeypatch.setattr(program, "in_waves", watched)
     mocks, _ = run(prod, {"primary": "primary-pw-123", "dr": "dr-pw-456"}, preview=preview)
-    kinds = [r.typ.rpartition(":")[2] for r in mocks.resources.values() if r.typ.rpartition(":")[2] in ("Acl", "Topic")]
+    kinds = [k for k in declared_kinds if k in ("Acl", "Topic")]
+    assert len(kinds) == len([r for r in mocks.resources.values() if r.typ.rpartition(":")[2] in ("Acl", "Topic")])
     first_topic, last_acl = kinds.index("Topic"), len(kinds) - 1 - kinds[::-1].index("Acl")
     assert (last_acl < first_topic) is preview and kinds.count("Acl") > 1
 
