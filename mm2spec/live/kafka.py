@@ -658,7 +658,7 @@ class KafkaAdmin:
         bindings = list(bindings)
         if not bindings:
             return
-        live = self._live_acls(bindings)
+        live = self.live_acls(bindings)
         present = [b for b in bindings if b.key[1:] in live[b.principal]]
         remaining = sum(len(keys) for keys in live.values())
         filters = self._delete_filters(present, live)
@@ -712,7 +712,7 @@ class KafkaAdmin:
                                        f"(e.g. {first}) after retrying for {RETRY_DEADLINE_S:.0f}s: "
                                        f"{_describe_failure(exc)}") from None
 
-    def _live_acls(self, bindings: list[AclBinding]) -> dict[str, set[tuple]]:
+    def live_acls(self, bindings: list[AclBinding]) -> dict[str, set[tuple]]:
         """The live bindings (keys without the cluster alias) of the principals of ``bindings``: of
         the resources they are on if those are few (``ACL_READ_BY_RESOURCE_MAX``, one DescribeAcls
         each: every operation, host and permission of the principal there), else all of each
@@ -735,7 +735,7 @@ class KafkaAdmin:
         for principal, wanted in by_principal.items():
             mine = [b for b in bindings if b.principal == principal]
             while True:
-                live = self._live_acls(mine)[principal]  # one DescribeAcls per poll (per resource if few)
+                live = self.live_acls(mine)[principal]  # one DescribeAcls per poll (per resource if few)
                 pending = wanted - live if present else wanted & live
                 if not pending:
                     break

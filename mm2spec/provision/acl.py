@@ -234,11 +234,11 @@ class AclProvider(Provider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         reads.forget(connection.cluster_from(props))
         admin = connection.admin(props)
-        b = props["binding"]
-        # One DescribeAcls for the whole group: the principal's bindings of this type and pattern.
-        live = admin.acls(b["principal"], b["resourceType"], None, b["patternType"])
         wanted = bindings_of(props)
-        preexisting = [w for w in wanted if w in live]
+        # What exists already: one DescribeAcls per resource for a few resources (a literal statement's
+        # topic), else one for all the principal's bindings (a regex statement's thousands of names).
+        live = admin.live_acls(wanted)
+        preexisting = [w for w in wanted if w.key[1:] in live[w.principal]]
         _create(admin, props, [w for w in wanted if w not in live])
         return CreateResult(_id(props), self.outputs(props, preexisting=_as_map(preexisting)))
 
