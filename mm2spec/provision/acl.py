@@ -239,7 +239,8 @@ class AclProvider(Provider):
         # topic), else one for all the principal's bindings (a regex statement's thousands of names).
         live = admin.live_acls(wanted)
         preexisting = [w for w in wanted if w.key[1:] in live[w.principal]]
-        _create(admin, props, [w for w in wanted if w not in live])
+        already = set(preexisting)
+        _create(admin, props, [w for w in wanted if w not in already])
         return CreateResult(_id(props), self.outputs(props, preexisting=_as_map(preexisting)))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
