@@ -230,6 +230,17 @@ class InternalProducer:
             self._watch, self._client = self._new()
         return self._client
 
+    def produce(self, topic: str, key: bytes, value: bytes, on_delivery) -> None:
+        """Queues one record for partition 0; while librdkafka's queue is full, serves delivery
+        reports and tries again (on a new client if this one lost a leader for good: it would never
+        drain)."""
+        while True:
+            try:
+                self.client().produce(topic, key=key, value=value, partition=0, on_delivery=on_delivery)
+                return
+            except BufferError:
+                self.client().poll(QUEUE_FULL_POLL_S)
+
     def poll(self, timeout: float) -> int:
         return self.client().poll(timeout)
 
@@ -246,7 +257,6 @@ def internal_producer(conn: ClusterConnection) -> InternalProducer:
 
 def produce_all(producer: InternalProducer, topic: str, records: Iterable[tuple[bytes, bytes]]) -> int:
     """Write and wait for every record; raises if any failed."""
-    client = producer.client()
     errors: list = []
 
     def delivered(err, _msg):
@@ -255,14 +265,9 @@ def produce_all(producer: InternalProducer, topic: str, records: Iterable[tuple[
 
     count = 0
     for key, value in records:
-        while True:
-            try:
-                client.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
-                break
-            except BufferError:
-                client.poll(QUEUE_FULL_POLL_S)
+        producer.produce(topic, key, value, delivered)
         count += 1
-    remaining = client.flush(TIMEOUT)
+    remaining = producer.flush(TIMEOUT)
     if remaining or errors:
         raise KafkaOperationFailed(f"writing to {topic}: {errors[0] if errors else f'{remaining} records not acknowledged'}")
     return count
@@ -270,19 +275,12 @@ def produce_all(producer: InternalProducer, topic: str, records: Iterable[tuple[
 
 def produce_nowait(producer: InternalProducer, topic: str, key: bytes, value: bytes, on_failure) -> None:
     """Queue one record for partition 0 without waiting; ``on_failure(message)`` if its delivery fails."""
-    client = producer.client()
 
     def delivered(err, _msg):
         if err is not None:
             on_failure(str(err))
 
-    while True:
-        try:
-            client.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
-            return
-        except BufferError:  # librdkafka's queue is full: serve delivery reports, then retry
-            client = producer.client()  # a client that lost a leader for good would never drain
-            client.poll(QUEUE_FULL_POLL_S)
+    producer.produce(topic, key, value, delivered)
 
 
 def read_compacted(conn: ClusterConnection, topic: str, timeout: float = 60.0) -> list[tuple[bytes, bytes]]:
