@@ -16,7 +16,7 @@ import socket
 import ssl
 import struct
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Collection, Iterable, Mapping
 
@@ -57,11 +57,15 @@ _QUIET.propagate = False
 # 100 ms: polling at this interval returns soon after the broker's view catches up.
 PROPAGATION_POLL_S = 0.1
 # A write of ACL bindings on at most this many resources reads back only those resources (one
-# DescribeAcls each), not every binding of the principal: a literal ACL resource is one topic, and
-# reading a principal's 20,000 bindings after each of 6,000 such creates was quadratic (a 10,000-
-# resource stack's create at 100% of the plugin's CPU for over 8 minutes). Also bounds the filters a
-# delete on those resources sends at once (6 operations each).
-ACL_READ_BY_RESOURCE_MAX = 8
+# DescribeAcls each, sent at once), not every binding of the principal: a literal ACL resource is one
+# topic, and reading a principal's 20,000 bindings after each of 6,000 such creates was quadratic (a
+# 10,000-resource stack's create at 100% of the plugin's CPU for over 8 minutes). The creates of a few
+# dozen such resources go to the cluster together (``provision.acl``), so their reads do too.
+ACL_READ_BY_RESOURCE_MAX = 64
+# A delete reads per resource only this many: its filters per DeleteAcls follow the bindings it read
+# (``acl_filters_per_delete``: the controller tests each filter against every binding of the
+# cluster), and at most 8 resources' filters (6 operations each) are few whatever the cluster holds.
+ACL_DELETE_BY_RESOURCE_MAX = 8
 # A broker creates a new partition's log (a folder, preallocated index files) before it serves it:
 # milliseconds on an idle machine; 50 ms each leaves room for two cores at a load of 50.
 PARTITION_LOG_S = 0.05
@@ -497,12 +501,20 @@ class KafkaAdmin:
              pattern_type: str | None = None) -> set[AclBinding]:
         """Every ALLOW/DENY binding of ``principal`` on this cluster, in one DescribeAcls; optionally
         only those on one resource (type, name and pattern type as in ``AclBinding``)."""
+        return self._acls_answer(self._acls_request(principal, resource_type, resource_name, pattern_type), principal)
+
+    def _acls_request(self, principal: str, resource_type: str | None = None, resource_name: str | None = None,
+                      pattern_type: str | None = None) -> Future:
+        """A DescribeAcls sent (``acls``' query), for ``_acls_answer``: several go out at once."""
         query = AclBindingFilter(_RESOURCE_TYPES[resource_type] if resource_type else ResourceType.ANY,
                                  resource_name,
                                  _PATTERNS[pattern_type] if pattern_type else ResourcePatternType.ANY,
                                  principal, None, AclOperation.ANY, AclPermissionType.ANY)
+        return self._client.describe_acls(query, request_timeout=self.timeout)
+
+    def _acls_answer(self, request: Future, principal: str) -> set[AclBinding]:
         try:
-            found = self._client.describe_acls(query, request_timeout=self.timeout).result()
+            found = request.result()
         except KafkaException as exc:
             failure = _describe_failure(exc)
             if "SECURITY_DISABLED" in failure or "No Authorizer" in failure:
@@ -658,7 +670,7 @@ class KafkaAdmin:
         bindings = list(bindings)
         if not bindings:
             return
-        live = self.live_acls(bindings)
+        live = self.live_acls(bindings, by_resource=ACL_DELETE_BY_RESOURCE_MAX)
         present = [b for b in bindings if b.key[1:] in live[b.principal]]
         remaining = sum(len(keys) for keys in live.values())
         filters = self._delete_filters(present, live)
@@ -712,19 +724,19 @@ class KafkaAdmin:
                                        f"(e.g. {first}) after retrying for {RETRY_DEADLINE_S:.0f}s: "
                                        f"{_describe_failure(exc)}") from None
 
-    def live_acls(self, bindings: list[AclBinding]) -> dict[str, set[tuple]]:
+    def live_acls(self, bindings: list[AclBinding], by_resource: int = ACL_READ_BY_RESOURCE_MAX) -> dict[str, set[tuple]]:
         """The live bindings (keys without the cluster alias) of the principals of ``bindings``: of
-        the resources they are on if those are few (``ACL_READ_BY_RESOURCE_MAX``, one DescribeAcls
-        each: every operation, host and permission of the principal there), else all of each
-        principal's (one DescribeAcls each)."""
+        the resources they are on if those are at most ``by_resource``, one DescribeAcls
+        each, all sent at once: every operation, host and permission of the principal there), else
+        all of each principal's (one DescribeAcls each)."""
         resources = {(b.principal, b.resource_type, b.resource_name, b.pattern_type) for b in bindings}
         live: dict[str, set[tuple]] = {b.principal: set() for b in bindings}
-        if len(resources) <= ACL_READ_BY_RESOURCE_MAX:
-            for principal, resource_type, name, pattern in resources:
-                live[principal] |= {b.key[1:] for b in self.acls(principal, resource_type, name, pattern)}
+        if len(resources) <= by_resource:
+            asked = [(resource[0], self._acls_request(*resource)) for resource in sorted(resources)]
         else:
-            for principal in live:
-                live[principal] = {b.key[1:] for b in self.acls(principal)}
+            asked = [(principal, self._acls_request(principal)) for principal in live]
+        for principal, request in asked:
+            live[principal] |= {b.key[1:] for b in self._acls_answer(request, principal)}
         return live
 
     def _wait_for_acls(self, bindings: list[AclBinding], present: bool) -> None:
@@ -739,6 +751,8 @@ class KafkaAdmin:
                 pending = wanted - live if present else wanted & live
                 if not pending:
                     break
+                # Polled again: only what is still pending (per resource once those are few).
+                wanted, mine = pending, [b for b in mine if b.key[1:] in pending]
                 if time.monotonic() > deadline:
                     state = "appear" if present else "disappear"
                     raise KafkaOperationFailed(f'cluster "{self.cluster.alias}": {len(pending)} ACL binding(s) of '

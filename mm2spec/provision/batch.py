@@ -1,8 +1,8 @@
 """Group commit for the providers' threads: requests of one kind to one cluster that arrive while
 one is in flight go to the cluster together, as the next request.
 
-Why: a KRaft controller commits each CreateTopics or DeleteTopics request on its own, so one topic
-per request is about 30 topics a second on this project's machines however many of the engine's
+Why: a KRaft controller commits each CreateTopics, DeleteTopics or CreateAcls request on its own,
+so one topic per request is about 30 topics a second on this project's machines however many of the engine's
 requests run at once (a create of 2,026 resources took 62 s, with ``--parallel 8`` or 64 alike),
 while one request for 500 topics takes a tenth of a second. A provider method still handles one
 resource, as the engine asks; ``Coalescer`` makes the requests of those that run at the same time
@@ -79,11 +79,11 @@ _COALESCERS: dict[Hashable, Coalescer] = {}
 _LOCK = threading.Lock()
 
 
-def coalescer(key: Hashable, send: Callable[[], Callable[[list], list]]) -> Coalescer:
+def coalescer(key: Hashable, send: Callable[[], Callable[[list], list]], limit: int = LIMIT) -> Coalescer:
     """The process's coalescer for ``key`` (e.g. the request kind and the cluster's connection),
-    made with ``send()`` on first use."""
+    made with ``send()`` and ``limit`` on first use."""
     with _LOCK:
         found = _COALESCERS.get(key)
         if found is None:
-            found = _COALESCERS[key] = Coalescer(send())
+            found = _COALESCERS[key] = Coalescer(send(), limit)
         return found

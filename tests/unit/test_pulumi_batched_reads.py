@@ -4,11 +4,16 @@ same answers as their own reads; a write drops it, a failed read is kept by no o
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from mm2spec.errors import ClusterUnreachable
+from mm2spec.live.kafka import ACL_READ_BY_RESOURCE_MAX, KafkaAdmin
 from mm2spec.live.types import LiveTopic
-from mm2spec.provision import acl, connection, reads, topic
+from mm2spec.provision import acl, batch, connection, reads, topic
 from mm2spec.spec.model import AclBinding
 
 NAMES = [f"t{i:03d}" for i in range(40)]
@@ -21,6 +26,7 @@ PROPS = {"cluster": "dr", "connection": {"bootstrapServers": "127.0.0.1:9092", "
 def _fresh(monkeypatch):
     reads.forget()
     monkeypatch.setattr(reads, "BATCH_AFTER", 5)
+    monkeypatch.setattr(batch, "_COALESCERS", {})
     yield
     reads.forget()
 
@@ -139,10 +145,14 @@ class WritingAdmin(ClusterAdmin):
 
     created: list
 
-    def live_acls(self, bindings):
-        from mm2spec.live.kafka import KafkaAdmin
+    def live_acls(self, bindings, by_resource=ACL_READ_BY_RESOURCE_MAX):
+        return KafkaAdmin.live_acls(self, bindings, by_resource)
 
-        return KafkaAdmin.live_acls(self, bindings)
+    def _acls_request(self, *query):  # what KafkaAdmin.live_acls sends, answered by _acls_answer
+        return query
+
+    def _acls_answer(self, query, _principal):
+        return self.acls(*query)
 
     def acls(self, principal, resource_type=None, resource_name=None, pattern_type=None):
         self.calls.append("all acls" if resource_type is None else f"acls of {resource_name}")
@@ -167,3 +177,49 @@ def test_an_acl_resource_on_one_topic_reads_back_only_that_topic_and_keeps_what_
     assert fake.calls == ["acls of t999"]
     assert fake.created == [_binding("t999", "DESCRIBE")]
     assert created.outs["preexisting"] == {"t999": ["READ"]}
+
+
+class GatedAdmin(WritingAdmin):
+    """``WritingAdmin`` whose first CreateAcls waits for ``gate``; records every CreateAcls."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.gate, self.requests = threading.Event(), []
+
+    def create_acls(self, bindings):
+        self.requests.append(sorted(b.resource_name for b in bindings))
+        self.gate.wait(5)
+        self.bindings |= set(bindings)
+
+
+def test_acl_resources_created_at_the_same_time_go_to_the_cluster_in_one_create(monkeypatch):
+    """A KRaft controller commits each CreateAcls on its own: the creates of literal ACL resources that
+    run at once become one read per topic and one CreateAcls, and each resource still records its own
+    pre-existing bindings."""
+    fake = GatedAdmin({}, {_binding("t005", "READ")})
+    _use(monkeypatch, fake)
+    binding = {"principal": "User:mm2", "resourceType": "TOPIC", "patternType": "LITERAL", "permission": "ALLOW",
+               "host": "*"}
+
+    def create(name):
+        props = {**PROPS, "binding": binding, "resources": {name: ["DESCRIBE", "READ"]}, "reasons": [],
+                 "preexisting": {}}
+        return acl.AclProvider().create(props)
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        first = pool.submit(create, "t000")
+        while not fake.requests:  # the first is in flight, alone
+            time.sleep(0.001)
+        rest = {name: pool.submit(create, name) for name in NAMES[1:11]}
+        coalescer = next(iter(batch._COALESCERS.values()))
+        while len(coalescer._queue) < 10:
+            time.sleep(0.001)
+        fake.gate.set()
+        results = {"t000": first.result(), **{name: f.result() for name, f in rest.items()}}
+    assert fake.requests == [["t000", "t000"], sorted(n for n in NAMES[1:11] for op in ("DESCRIBE", "READ")
+                                                      if (n, op) != ("t005", "READ"))]
+    assert fake.calls == [f"acls of {n}" for n in NAMES[:11]]
+    assert results["t005"].outs["preexisting"] == {"t005": ["READ"]}
+    assert {name: r.outs["preexisting"] for name, r in results.items() if name != "t005"} == {
+        name: {} for name in NAMES[:11] if name != "t005"}
+    assert {b.key for b in fake.bindings} == {_binding(n, op).key for n in NAMES[:11] for op in ("DESCRIBE", "READ")}
