@@ -18,7 +18,8 @@ Prints a table with the seconds of each phase and the load average at its end; a
 
     .venv/bin/python benchmarks/pulumi_scale.py [--topics 1000|10000] [--acls regex|literal]
                                                 [--partitions 1] [--checkpoints] [--providers plugin|dynamic]
-                                                [--phases noop-up,preview,refresh,destroy]
+                                                [--phases noop-up,preview,refresh,destroy] [--repeat N]
+                                                [--broker-heap 2g]
 
 ``--acls regex`` (default) selects the topics with one regular expression, so their ACLs are one
 resource per cluster and statement (the names the regex matches); ``--acls literal`` lists every
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -198,12 +200,21 @@ def main() -> None:
     parser.add_argument("--phases", default="all",
                         help="comma-separated phases to time after the create: noop-up, preview, refresh, destroy "
                              "(default all; the first preview and the create always run)")
+    parser.add_argument("--broker-heap", default="2g",
+                        help="the most heap each dev broker may take (default 2g: 10,000 topics and 60,000 ACL "
+                             "bindings fill the dev pair's default 1g)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the no-op preview and the refresh this many times each, and print their medians "
+                             "(a single run's time varies by a fifth on a two-core machine)")
     parser.add_argument("--providers", choices=["plugin", "dynamic"], default="plugin",
                         help="the provider plugin pulumi-resource-mm2spec (default) or the dynamic providers "
                              "(stack config mm2spec:plugin false)")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be 1 or more")
     root = Path(tempfile.mkdtemp(prefix="mm2spec-bench-pulumi-"))
-    stack = DevStack(root / "dev", ports=DevPorts.free(), secure=True, tie_to_parent=True, echo=lambda _l: None)
+    stack = DevStack(root / "dev", ports=DevPorts.free(), secure=True, tie_to_parent=True, echo=lambda _l: None,
+                     broker_heap=args.broker_heap)
     print(f"starting a secured dev pair in {root} ...", flush=True)
     state = stack.up(with_connect=False, timeout=180)
     try:
@@ -245,7 +256,13 @@ def main() -> None:
         for (label, command), key in zip(PHASES, ("", "", "noop-up", "preview", "refresh")):
             if key and key not in wanted:
                 continue
-            phase(label, command)
+            runs = args.repeat if key in ("preview", "refresh") else 1
+            for run in range(1, runs + 1):
+                phase(label if runs == 1 else f"{label}, run {run} of {runs}", command)
+            if runs > 1:
+                times = sorted(float(row[1]) for row in rows[-runs:])
+                print(f"{label}: median {statistics.median(times):.1f} s of {runs} runs "
+                      f"({' / '.join(f'{t:.1f}' for t in times)})", flush=True)
             if label.endswith("(create)"):
                 print(f"  state: {state_size(project)}", flush=True)
         if "destroy" in wanted and not phase("destroy --skip-preview", ("destroy", "--yes", "--skip-preview"),

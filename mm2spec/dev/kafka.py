@@ -37,6 +37,11 @@ FORMAT_WALL_LIMIT_S = 1800.0
 #: One readiness probe (a metadata request): a broker that is up answers in milliseconds. Short,
 #: because ``wait_all_ready`` probes again every poll until its own deadline.
 BROKER_PROBE_TIMEOUT_S = 3.0
+# The most heap a dev broker may take: Kafka's own start script's (-Xmx1G). At 512m, a pair holding
+# 10,000 topics and 60,000 ACL bindings had its old generation full and spent most of its time in
+# full collections (one DescribeConfigs of 2,000 topics took 3 s; every phase of a Pulumi benchmark
+# waited on it). The heap starts at 64m and grows only as a broker needs it.
+BROKER_HEAP = "1g"
 
 
 class KafkaCluster:
@@ -47,7 +52,7 @@ class KafkaCluster:
     client can fetch metadata from it.
     """
 
-    def __init__(self, spec: BrokerSpec, root: Path, *, found: Components | None = None, heap: str = "512m"):
+    def __init__(self, spec: BrokerSpec, root: Path, *, found: Components | None = None, heap: str = BROKER_HEAP):
         self.spec = spec
         self.root = Path(root)
         self.heap = heap

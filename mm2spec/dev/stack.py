@@ -28,7 +28,7 @@ from mm2spec.dev.config import (
     secure_env,
 )
 from mm2spec.dev.connect import ConnectWorker, MirrorMaker
-from mm2spec.dev.kafka import KafkaCluster, broker_ready
+from mm2spec.dev.kafka import BROKER_HEAP, KafkaCluster, broker_ready
 from mm2spec.dev.process import wait_all_ready
 from mm2spec.dev.process import JavaProcess
 from mm2spec.errors import DevError
@@ -110,7 +110,8 @@ class DevStack:
     """Start, inspect and stop the dev environment kept in ``root``.
 
     ``tie_to_parent=True`` makes the started processes die with the Python process that started
-    them (pytest fixtures); the CLI leaves them running until ``dev down``.
+    them (pytest fixtures); the CLI leaves them running until ``dev down``. ``broker_heap``: the most
+    heap each broker may take (``BROKER_HEAP``; a benchmark of 10,000 topics gives them more).
     """
 
     def __init__(
@@ -122,8 +123,10 @@ class DevStack:
         found: Components | None = None,
         tie_to_parent: bool = False,
         echo: Callable[[str], None] = print,
+        broker_heap: str = BROKER_HEAP,
     ):
         self.root = Path(root or os.environ.get("MM2SPEC_DEV_DIR") or DEFAULT_ROOT).resolve()
+        self.broker_heap = broker_heap
         self.ports = ports
         self.secure = secure
         self.found = found
@@ -159,7 +162,7 @@ class DevStack:
         self.state_file.unlink(missing_ok=True)  # stale: everything in it has exited
 
         specs = self.specs()
-        clusters = [KafkaCluster(spec, self.root, found=self.found) for spec in specs.values()]
+        clusters = [KafkaCluster(spec, self.root, found=self.found, heap=self.broker_heap) for spec in specs.values()]
         worker = None
         if with_connect:
             config = Path(connect_config) if connect_config else self._default_connect_config(specs["dr"])

@@ -17,11 +17,12 @@ Modules (each resource module: the inputs, what forces a replacement, the diff a
 - ``spark_deployment``: the Spark mirroring deployment (its job config; engine ``spark``)
 - ``files``: the rendered-file provider the two above extend
 - ``base``: the skeleton every provider shares (check, diff, read for refresh, recorded outputs, adoption) and
-  ``ProvisionedResource``; a base class changes nothing in the state (see its docstring)
+  ``ProvisionedResource``; a base class changes nothing in the state (see its docstring); and the
+  program's garbage-collector thresholds (``fewer_collections``)
 - ``connection``: how a provider method reaches a cluster from its inputs (no client kept)
 - ``reads``: one read of a whole cluster shared by a large refresh's resources (kept per operation)
-- ``batch``: group commit: the topic creates (deletes) of resources handled at the same time go to
-  their cluster as one request
+- ``batch``: group commit: the topic creates (deletes) and ACL creates of resources handled at the
+  same time go to their cluster as one request
 - ``program``: which resources a spec means, given the live source clusters
 - ``component``: ``DisasterRecovery``, those resources as one Pulumi component for any program
   (public path ``mm2spec.pulumi``; the bundled program is one of its users)

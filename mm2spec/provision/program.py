@@ -39,6 +39,7 @@ from mm2spec.live.dr_state import read_flow_states
 from mm2spec.plan.build import failed_over_notes
 from mm2spec.spec.model import DesiredState
 from mm2spec.provision.acl import Acl, AclGroup, acl_groups, acl_inputs
+from mm2spec.provision.base import fewer_collections
 from mm2spec.provision.connection import connection_inputs, provisioning_security
 from mm2spec.provision.connector import Connector, connector_inputs
 from mm2spec.provision.spark_deployment import SparkDeployment, spark_deployment_inputs
@@ -371,6 +372,7 @@ def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping
 
     _skip_source_positions()
     _skip_sdk_debug_messages()
+    fewer_collections()
     config = pulumi.Config()
     dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
                           out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot,

@@ -7,6 +7,7 @@ source cluster; how secrets travel; what each provider's diff decides.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from mm2spec.spec.load import load_desired_state
 from mm2spec.plan.desired import SourceSnapshot
 from mm2spec.errors import ProvisionFailed, SecretMissing
 from mm2spec.live.types import LiveTopic
-from mm2spec.provision import acl, connection, connector, program, spark_deployment, topic, worker_config
+from mm2spec.provision import acl, base, connection, connector, program, spark_deployment, topic, worker_config
 from mm2spec.provision.files import RenderedFileProvider
 from mm2spec.render import connectors, spark_job_config
 
@@ -315,6 +316,7 @@ def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod", sourc
         config = {"plugin": "true" if plugin else "false", **config}
     pulumi.runtime.set_all_config({f"mm2spec:{k}": v for k, v in config.items()}, [f"mm2spec:{k}" for k in secret_keys])
     result = {}
+    thresholds = gc.get_threshold()
 
     @pulumi.runtime.test
     def body():
@@ -324,7 +326,18 @@ def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod", sourc
         body()
     finally:
         pulumi.runtime.set_all_config({}, [])
+        mocks.gc_thresholds = gc.get_threshold()  # what the program set, for its test
+        gc.set_threshold(*thresholds)  # the test process's own, back
     return mocks, result.get("declared")
+
+
+def test_the_program_collects_garbage_less_often_than_python_by_default():
+    """10,000 resources' Outputs live for the whole run: at Python's default thresholds the cyclic
+    collector took a third of a no-op preview's program CPU (``base.fewer_collections``)."""
+    mocks, _ = run_main({"spec": str(EXAMPLE), "environment": "prod", "DR_MM2_PASSWORD": "x",
+                         "PRIMARY_MM2_PASSWORD": "y"})
+    assert mocks.gc_thresholds == base.GC_THRESHOLDS
+    assert mocks.gc_thresholds[0] > 10 * gc.get_threshold()[0]  # the young generation: Python's is 700
 
 
 def test_the_plugin_serves_every_resource_unless_the_stack_opts_out():
