@@ -237,9 +237,10 @@ def test_brokers_may_take_kafkas_default_heap_or_what_the_stack_is_given(
     spec = stack.DevStack(tmp_path).specs()["primary"]
     started: dict = {}
     monkeypatch.setattr(process, "start", lambda name, command, **kw: started.update(command=command))
-    (tmp_path / "primary").mkdir()
-    KafkaCluster(spec, tmp_path).properties.write_text("")
-    KafkaCluster(spec, tmp_path).start()
+    cluster = KafkaCluster(spec, tmp_path)
+    cluster.home.mkdir()
+    cluster.properties.write_text("")  # formatted, as far as start() looks
+    cluster.start()
     assert "-Xmx1g" in started["command"]
 
     made: list = []
