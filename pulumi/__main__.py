@@ -9,7 +9,8 @@ dynamic providers by reference; see README.md in this folder. This folder must s
 program folder: no ``__init__.py``, or it would shadow the ``pulumi`` SDK on ``sys.path``.
 """
 
-from mm2spec.provision.program import exit_quietly_when_cancelled, main
+from mm2spec.provision.component import main
+from mm2spec.provision.program import exit_quietly_when_cancelled
 
 exit_quietly_when_cancelled()
 main()

@@ -37,8 +37,11 @@ if ! mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dart
 fi
 [ -s "$staging/jmx_prometheus_javaagent.jar" ] || die "Maven finished but no jmx_prometheus_javaagent jar arrived (log: $log)"
 # The agent's own manifest names its entry point: a truncated download fails here, not at a worker's start.
-python3 -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read("META-INF/MANIFEST.MF").decode())' \
-    "$staging/jmx_prometheus_javaagent.jar" 2>/dev/null | grep -q '^Premain-Class:' ||
+# Read whole before grep: with pipefail, `grep -q` closing the pipe at its first match could fail the
+# writer (SIGPIPE) and so the check, at random.
+manifest="$(python3 -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read("META-INF/MANIFEST.MF").decode())' \
+    "$staging/jmx_prometheus_javaagent.jar" 2>/dev/null || true)"
+grep -q '^Premain-Class:' <<<"$manifest" ||
   die "$artifact has no Premain-Class in its manifest: not a java agent (log: $log)"
 mv -f "$staging/jmx_prometheus_javaagent.jar" "$jar"
 printf '%s\n' "$artifact" >"$marker"

@@ -29,6 +29,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
         sys.stdout.write(to_text(plan, colour=colour))
     if args.pulumi_import_file:
+        from mm2spec.components import require_module
+
+        require_module("pulumi")
+        from mm2spec.provision.plugin_package import write_import_file
+
         written = write_import_file(state, args.pulumi_import_file, args.pulumi_component, args.timeout)
         print(f"wrote {args.pulumi_import_file}: {written} existing resource(s) to import; run "
               f"`pulumi import --file {args.pulumi_import_file} --protect=false --generate-code=false`", file=sys.stderr)
@@ -36,47 +41,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"error: {len(plan.refused)} change(s) cannot be applied (see above)", file=sys.stderr)
         return 1
     return 2 if args.detailed_exitcode and plan.has_changes else 0
-
-
-def write_import_file(state, path: str, component: str | None, timeout: float) -> int:
-    """Write Pulumi's import file for the resources of ``state`` that exist; how many it lists."""
-    import json
-
-    from mm2spec.components import require_module
-    from mm2spec.errors import OutputUnwritable
-    from mm2spec.live.kafka import KafkaAdmin
-    from mm2spec.plan.desired import snapshot_sources
-
-    require_module("pulumi")
-    from mm2spec.provision.plugin_package import existing, import_entries, importables
-    from mm2spec.provision.program import resolve_passwords
-
-    passwords = resolve_passwords(state, os.environ.get)
-
-    def admin_for(alias: str) -> KafkaAdmin:
-        return KafkaAdmin(state.cluster(alias), timeout=timeout, secrets=lambda _name: passwords.get(alias))
-
-    found = existing(importables(state, snapshot_sources(state, admin_for), passwords), admin_for)
-    if component is None:
-        component = _project_name()
-    try:
-        with open(path, "w", encoding="utf-8") as out:
-            json.dump(import_entries(found, component or None), out, indent=2)
-            out.write("\n")
-    except OSError as exc:
-        raise OutputUnwritable(f"cannot write the import file {path}: {exc.strerror}") from None
-    return len(found)
-
-
-def _project_name() -> str | None:
-    """The ``name`` of the Pulumi project in the current folder (the program's component is named so)."""
-    import yaml
-
-    try:
-        with open("Pulumi.yaml", encoding="utf-8") as project:
-            return str((yaml.safe_load(project) or {}).get("name") or "") or None
-    except (OSError, yaml.YAMLError):
-        return None
 
 
 def add_parsers(commands) -> None:

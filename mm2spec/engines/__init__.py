@@ -2,13 +2,14 @@
 (optionally from given source offsets), stops and reports on itself.
 
 - ``__init__``: the interface every engine implements (``Engine``), the plain data it returns,
-  and ``engine_for`` (the engine a spec names)
+  the descriptor each engine module exports (``EngineDescriptor``: its facts, ``Engine`` class and
+  the Pulumi resource kinds it registers), found by name (``descriptor``), and ``engine_for``
 - ``spark``: the PySpark job, its driver on this machine (``runtime.deployment``); its checkpoint
   folders and start-offsets files
 - ``connect``: MirrorMaker 2's connectors on a Kafka Connect cluster (its REST API)
 
 The rest of mm2spec asks the engine a spec names and never branches on an engine's name; what the
-offline spec compiler must know is in ``mm2spec.mm2.engine_facts``. Engines return plain data or
+offline layers must know is in ``mm2spec.mm2.engine_facts``, whose entry names the module here. Engines return plain data or
 raise mm2spec errors: the ops modules turn results into outcomes, the CLI prints.
 
 May import ``plan`` (its diff and model, for an engine's part of a plan), ``runtime``, ``render``,
@@ -18,13 +19,15 @@ May import ``plan`` (its diff and model, for an engine's part of a plan), ``runt
 
 from __future__ import annotations
 
+import importlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mm2spec.errors import MirrorError, Mm2specError
+from mm2spec.mm2.engine_facts import ENGINE_FACTS, EngineFacts, engine_names
 from mm2spec.plan.model import ResourceChange
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
@@ -69,18 +72,32 @@ class Action:
 
 
 @dataclass(frozen=True)
-class DeploymentResources:
-    """What provisioning registers to run the engine, as data: the Pulumi program registers one
-    resource of each kind named here (``mm2spec.provision``)."""
+class DeploymentResource:
+    """One resource provisioning registers to run the engine, as data: its kind is the name of a
+    Pulumi resource kind of ``mm2spec.provision`` (``provision.kinds``), which turns ``item`` into
+    the resource's inputs."""
 
-    worker_config: bool = False
-    """A Connect worker's properties file."""
-    connectors: tuple[dict, ...] = ()
-    """MM2 connectors (rendered: name and config) to register on ``connect_url``."""
-    connect_url: str | None = None
-    """The Connect REST API the connectors are registered on."""
-    spark_deployment: bool = False
-    """The Spark job's deployment (its config, and the running job when asked)."""
+    kind: str
+    """The resource kind's name (``WorkerConfig``, ``Connector``, ``SparkDeployment``)."""
+    name: str
+    """Its Pulumi name (``connect-worker``, a connector's name, ``spark-mirror``)."""
+    item: Mapping[str, Any] = field(default_factory=dict)
+    """What its kind builds the inputs from (a connector: the rendered connector and ``connectUrl``)."""
+    after: tuple[str, ...] = ()
+    """Names of the engine's other resources it waits for (a connector: its worker's config)."""
+    after_cluster_resources: bool = True
+    """It waits for the stack's topics and ACLs (a file the mirror only reads later need not)."""
+
+
+@dataclass(frozen=True)
+class DeploymentResources:
+    """What provisioning registers to run the engine: the Pulumi program registers each, in order."""
+
+    resources: tuple[DeploymentResource, ...] = ()
+
+    def names(self, kind: str) -> list[str]:
+        """The names of the resources of ``kind``, in order."""
+        return [r.name for r in self.resources if r.kind == kind]
 
 
 @dataclass(frozen=True)
@@ -96,10 +113,8 @@ class MetricsSource:
 class Engine(ABC):
     """One mirroring engine for one compiled spec: the only code that knows how it runs."""
 
-    name: str = ""
-    """The spec's ``engine`` value."""
-    title: str = ""
-    """How messages name it (``Spark``, ``Connect``)."""
+    facts: EngineFacts
+    """Its entry in ``mm2.engine_facts``: the name and title below come from there."""
     emits_heartbeats: bool = False
     """Whether it writes MM2's ``heartbeats`` topic on the target."""
     start_hint: str = ""
@@ -107,12 +122,29 @@ class Engine(ABC):
     shared_by_flows: bool = False
     """One deployment runs every flow of the spec: starting it starts them all."""
 
+    @property
+    def name(self) -> str:
+        """The spec's ``engine`` value."""
+        return self.facts.name
+
+    @property
+    def title(self) -> str:
+        """How messages name it (``Spark``, ``Connect``)."""
+        return self.facts.title
+
     def __init__(self, spec: DesiredState, *, client_for: ClientFactory | None = None,
                  progress: Progress = lambda _text: None, clock: Callable[[], float] = time.time):
         self.spec = spec
         self.progress = progress
         self.clock = clock
         self._client_for = client_for
+
+    @classmethod
+    def create(cls, spec: DesiredState, *, state_dir: str | None = None, connect_url: str | None = None,
+               **options: Any) -> "Engine":
+        """The engine for ``spec`` from ``engine_for``'s options: an engine takes the ones it uses
+        (``state_dir``: a Spark job's state folder; ``connect_url``: the Connect REST API)."""
+        return cls(spec, **options)
 
     def client(self, kind: type, alias: str, **options) -> Any:
         """A client of ``kind`` (``GroupOffsets``, ...) for cluster ``alias``: the given factory's
@@ -177,18 +209,44 @@ def wait_for(done: Callable[[], bool], timeout: float, describe: Callable[[], st
         time.sleep(POLL_S)
 
 
+@dataclass(frozen=True)
+class EngineDescriptor:
+    """Everything mm2spec knows of one engine, found by its name (``descriptor``): each engine
+    module's ``DESCRIPTOR``. Its offline facts (``mm2.engine_facts``: title, spec section, renderer)
+    are the part the layers below this one read."""
+
+    facts: EngineFacts
+    engine: type[Engine]
+    """Its ``Engine``: running, stopping and starting its deployment, its part of a plan."""
+    resource_kinds: tuple[str, ...]
+    """The Pulumi resource kinds (``provision.kinds`` names) its ``deployment_resources`` registers."""
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+
+def descriptor(name: str) -> EngineDescriptor:
+    """The descriptor of engine ``name``: the ``DESCRIPTOR`` of the module its facts name;
+    Mm2specError naming the engines there are when none is called so."""
+    facts = ENGINE_FACTS.get(name)
+    if facts is None:
+        raise Mm2specError(f"engine {name!r} is not one mm2spec runs: use {engine_names()}")
+    found = importlib.import_module(facts.module).DESCRIPTOR
+    assert found.facts is facts, f"{facts.module}.DESCRIPTOR describes engine {found.name}, not {name}"
+    return found
+
+
+def descriptors() -> list[EngineDescriptor]:
+    """Every engine's descriptor, in ``ENGINE_FACTS``'s order."""
+    return [descriptor(name) for name in ENGINE_FACTS]
+
+
 def engine_for(spec: DesiredState, *, state_dir: str | None = None, connect_url: str | None = None,
                client_for: ClientFactory | None = None, progress: Progress = lambda _text: None,
                clock: Callable[[], float] = time.time) -> Engine:
     """The engine ``spec`` names. ``state_dir``: the Spark job's state folder (default
     ``.mm2spec/spark/<spec name>``); ``connect_url``: overrides the spec's ``connect.restUrl``;
     ``client_for``: the Kafka clients to share; ``progress`` reports waits."""
-    # Imported here: each engine module implements this one's interface.
-    from mm2spec.engines.connect import ConnectEngine
-    from mm2spec.engines.spark import SparkEngine
-
-    if spec.engine == SparkEngine.name:
-        return SparkEngine(spec, state_dir=state_dir, client_for=client_for, progress=progress, clock=clock)
-    if spec.engine == ConnectEngine.name:
-        return ConnectEngine(spec, url=connect_url, client_for=client_for, progress=progress, clock=clock)
-    raise Mm2specError(f"engine {spec.engine!r} is not one mm2spec runs: use spark or connect")
+    return descriptor(spec.engine).engine.create(spec, state_dir=state_dir, connect_url=connect_url,
+                                                 client_for=client_for, progress=progress, clock=clock)

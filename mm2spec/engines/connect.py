@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from mm2spec.engines import (
     START_TIMEOUT_S,
     Action,
+    DeploymentResource,
     DeploymentResources,
     Engine,
+    EngineDescriptor,
     MetricsSource,
     Running,
     StartOffsets,
@@ -21,15 +23,16 @@ from mm2spec.engines import (
 )
 from mm2spec.errors import Mm2specError, OperationRefused
 from mm2spec.live.connect import ConnectClient
+from mm2spec.mm2.engine_facts import engine_facts
 from mm2spec.plan.diff import diff_connector
 from mm2spec.plan.model import ResourceChange
-from mm2spec.render import connectors, render_files
+from mm2spec.render import connectors, engine_files
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
 CONNECTOR_KINDS = ("Source", "Checkpoint", "Heartbeat")
 """The MM2 connectors a flow may run, by the kind in their name."""
-WORKER_FILES = ("connect-distributed.properties", "mm2.properties")
-"""The rendered worker configs: distributed Connect, and MM2's dedicated mode."""
+WORKER = "connect-worker"
+"""The Pulumi name of the worker's properties file resource."""
 
 
 def connector_names(flow: MirrorFlow) -> list[str]:
@@ -46,11 +49,15 @@ def connector_names(flow: MirrorFlow) -> list[str]:
 class ConnectEngine(Engine):
     """MM2's connectors of one spec on its Connect cluster."""
 
-    name = "connect"
-    title = "Connect"
+    facts = engine_facts("connect")
     emits_heartbeats = True
     start_hint = "check the connectors' status and logs on Connect; restart failed tasks"
     shared_by_flows = False
+
+    @classmethod
+    def create(cls, spec: DesiredState, *, state_dir: str | None = None, connect_url: str | None = None,
+               **options) -> "ConnectEngine":
+        return cls(spec, url=connect_url, **options)
 
     def __init__(self, spec: DesiredState, *, url: str | None = None, client: ConnectClient | None = None, **options):
         super().__init__(spec, **options)
@@ -70,15 +77,17 @@ class ConnectEngine(Engine):
         return flow.target
 
     def deployment_files(self) -> dict[str, str]:
-        files = render_files(self.spec)
-        return {name: files[name] for name in [*WORKER_FILES, *(f"{c['name']}.json" for c in connectors(self.spec))]}
+        return engine_files(self.spec, self.name)
 
     def deployment_resources(self) -> DeploymentResources:
         if not self.spec.connect.rest_url:
             raise Mm2specError("engine connect registers connectors on the Connect REST API: set connect.restUrl "
                                "in the spec (for this environment)")
-        return DeploymentResources(worker_config=True, connectors=tuple(connectors(self.spec)),
-                                   connect_url=self.spec.connect.rest_url)
+        url = self.spec.connect.rest_url
+        return DeploymentResources((
+            DeploymentResource("WorkerConfig", WORKER, after_cluster_resources=False),
+            *(DeploymentResource("Connector", c["name"], {"connector": c, "connectUrl": url}, after=(WORKER,))
+              for c in connectors(self.spec))))
 
     def plan_changes(self, stopped_on_purpose: bool) -> tuple[list[ResourceChange], list[str]]:
         if self._rest is None and not self.url:
@@ -170,3 +179,7 @@ def connector_changes(spec: DesiredState, client: ConnectClient) -> list[Resourc
         if name in ours:  # a connector this spec used to run (e.g. groups emptied): it goes
             changes.append(ResourceChange("connect", "connector", name, "delete"))
     return changes
+
+
+DESCRIPTOR = EngineDescriptor(ConnectEngine.facts, ConnectEngine, resource_kinds=("WorkerConfig", "Connector"))
+"""Engine connect, as ``engines.descriptor`` finds it."""

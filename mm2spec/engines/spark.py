@@ -21,8 +21,10 @@ from pathlib import Path
 from mm2spec.engines import (
     START_TIMEOUT_S,
     Action,
+    DeploymentResource,
     DeploymentResources,
     Engine,
+    EngineDescriptor,
     MetricsSource,
     Running,
     StartOffsets,
@@ -30,29 +32,33 @@ from mm2spec.engines import (
 from mm2spec.errors import OperationRefused
 from mm2spec.live.records import GroupOffsets
 from mm2spec.mm2 import spark_eos
+from mm2spec.mm2.engine_facts import engine_facts
 from mm2spec.mm2.spark_checkpoint import start_offsets_file, start_offsets_json
 from mm2spec.plan.diff import FieldChange
 from mm2spec.plan.model import ResourceChange
-from mm2spec.render import anchor_checkpoint, render_files, spark_job_config
-from mm2spec.render.kubernetes import kubernetes_files
+from mm2spec.render import anchor_checkpoint, engine_files, spark_job_config
 from mm2spec.runtime import deployment
 from mm2spec.runtime.deployment import deployed_job, state_dir_of
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
 LOCAL = "local"
 """The recap's name for this machine, where the Spark job's driver runs."""
-JOB_FILE = "spark-mirror.json"
-"""The rendered job config (``mm2spec render``)."""
+DEPLOYMENT = "spark-mirror"
+"""The Pulumi name of the job's deployment resource."""
 
 
 class SparkEngine(Engine):
     """The Spark mirroring job of one spec, in its state folder."""
 
-    name = "spark"
-    title = "Spark"
+    facts = engine_facts("spark")
     emits_heartbeats = False
     start_hint = "start it: mm2spec mirror SPEC --env ENV --detach (or pulumi up with sparkRun)"
     shared_by_flows = True
+
+    @classmethod
+    def create(cls, spec: DesiredState, *, state_dir: str | None = None, connect_url: str | None = None,
+               **options) -> "SparkEngine":
+        return cls(spec, state_dir=state_dir, **options)
 
     def __init__(self, spec: DesiredState, *, state_dir: str | None = None, **options):
         super().__init__(spec, **options)
@@ -63,11 +69,10 @@ class SparkEngine(Engine):
         return LOCAL
 
     def deployment_files(self) -> dict[str, str]:
-        files = render_files(self.spec)
-        return {name: files[name] for name in [JOB_FILE, *kubernetes_files(self.spec)]}
+        return engine_files(self.spec, self.name)
 
     def deployment_resources(self) -> DeploymentResources:
-        return DeploymentResources(spark_deployment=True)
+        return DeploymentResources((DeploymentResource("SparkDeployment", DEPLOYMENT),))
 
     def plan_changes(self, stopped_on_purpose: bool) -> tuple[list[ResourceChange], list[str]]:
         return deployment_changes(self.spec, deployed_job(self.spec.name, self.state_dir), stopped_on_purpose), []
@@ -221,3 +226,7 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
     for key, item in items:
         out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
     return out
+
+
+DESCRIPTOR = EngineDescriptor(SparkEngine.facts, SparkEngine, resource_kinds=("SparkDeployment",))
+"""Engine spark, as ``engines.descriptor`` finds it."""

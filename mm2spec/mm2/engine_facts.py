@@ -1,9 +1,12 @@
-"""What each mirroring engine means before anything runs: the compile-time facts, in one table
-keyed by the spec's ``engine`` name.
+"""Every mirroring engine mm2spec runs, in one table keyed by the spec's ``engine`` name: what each
+means before anything runs, and where the rest of it lives.
 
-The spec compiler is offline and sits below ``mm2spec.engines`` (which renders, starts, stops
-and restarts each engine), so what it needs to know about an engine is written here, once, as
-data: no module outside ``mm2spec.engines`` branches on an engine's name.
+The spec compiler, the renderer and the plan formats are offline and sit below
+``mm2spec.engines`` (which starts, stops and restarts each engine), so what they need to know about
+an engine is written here, once, as data, and no module branches on an engine's name. The layers
+above find the engine's code by name from the module paths its entry gives (``renderer``,
+``module``), each in its own layer, the way dbt finds an adapter's plugin: adding an engine is its
+own modules and one ``EngineFacts`` line below (ARCHITECTURE.md, "Adding an engine").
 """
 
 from __future__ import annotations
@@ -16,10 +19,23 @@ DEFAULT_ENGINE = "spark"
 
 @dataclass(frozen=True)
 class EngineFacts:
-    """One engine's compile-time facts."""
+    """One engine's descriptor as the offline layers see it."""
 
     name: str
-    """The spec's ``engine`` value."""
+    """The spec's ``engine`` value (the spec schema's ``engine`` enum lists every name)."""
+    title: str
+    """How messages and plan headings name it (``Spark``, ``Connect``)."""
+    section: str
+    """The spec section that configures its deployment (``spark``, ``connect``): the model's
+    ``DesiredState`` attribute of that name, whose ``exporter_port`` is its DR exporter's port."""
+    plan_heading: str
+    """The heading of its part of a plan; its changes carry its ``name`` as their scope."""
+    renderer: str
+    """``module:function`` in ``mm2spec.render``: the files its deployment needs, from a
+    ``DesiredState`` (``mm2spec render`` writes every engine's)."""
+    module: str
+    """The module in ``mm2spec.engines`` whose ``DESCRIPTOR`` is its ``engines.EngineDescriptor``
+    (its ``Engine`` class and the Pulumi resource kinds provisioning registers for it)."""
     writer_names_on_target: bool
     """Its exactly-once writer owns names on the target cluster (a progress group and a
     transactional-id prefix per flow, ``spark_eos``) that the mirror's principal must be granted.
@@ -34,12 +50,20 @@ class EngineFacts:
 
 
 ENGINE_FACTS = {facts.name: facts for facts in (
-    EngineFacts("spark", writer_names_on_target=True, runs_spark_job=True),
-    EngineFacts("connect", writer_names_on_target=False, runs_on_connect_workers=True),
+    EngineFacts("spark", "Spark", "spark", "Spark mirroring deployment", "mm2spec.render.kubernetes:spark_engine_files",
+                "mm2spec.engines.spark", writer_names_on_target=True, runs_spark_job=True),
+    EngineFacts("connect", "Connect", "connect", "Kafka Connect", "mm2spec.render.connect:engine_files",
+                "mm2spec.engines.connect", writer_names_on_target=False, runs_on_connect_workers=True),
 )}
-"""Every engine mm2spec runs, by name (the spec schema's ``engine`` enum)."""
+"""Every engine mm2spec runs, by name, in the order messages list them."""
 
 
 def engine_facts(name: str) -> EngineFacts:
     """The facts of engine ``name`` (a validated spec names one of ``ENGINE_FACTS``)."""
     return ENGINE_FACTS[name]
+
+
+def engine_names(joiner: str = " or ") -> str:
+    """The engine names for messages: ``spark or connect``."""
+    names = list(ENGINE_FACTS)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])}{joiner}{names[-1]}"

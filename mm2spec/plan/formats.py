@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 
+from mm2spec.mm2.engine_facts import ENGINE_FACTS
 from mm2spec.plan.diff import FieldChange
 from mm2spec.plan.model import PLAN_FORMAT_VERSION, Plan, ResourceChange
 from mm2spec.spec.secrets import mask
@@ -54,13 +55,15 @@ def summary_line(plan: Plan) -> str:
 
 
 def _scopes(plan: Plan) -> list[tuple[str, str]]:
-    """(scope, heading) in display order: clusters, then Connect, then Spark."""
+    """(scope, heading) in display order: clusters, then each engine with changes, in
+    ``ENGINE_FACTS``' order (an engine's changes carry its name as their scope); the engine on
+    Connect workers also when the workers' version was read."""
     scopes = [(c.alias, f"cluster {c.alias} ({c.bootstrap}" + (f"; Kafka {c.version})" if c.version else ")"))
               for c in plan.clusters]
-    if any(c.scope == "connect" for c in plan.changes) or plan.connect_version:
-        scopes.append(("connect", "Kafka Connect" + (f" ({plan.connect_version})" if plan.connect_version else "")))
-    if any(c.scope == "spark" for c in plan.changes):
-        scopes.append(("spark", "Spark mirroring deployment"))
+    for facts in ENGINE_FACTS.values():
+        version = plan.connect_version if facts.runs_on_connect_workers else None
+        if version or any(c.scope == facts.name for c in plan.changes):
+            scopes.append((facts.name, facts.plan_heading + (f" ({version})" if version else "")))
     return scopes
 
 

@@ -50,7 +50,7 @@ from mm2spec.live.kafka import ACL_READ_BY_RESOURCE_MAX
 from mm2spec.plan.desired import SourceSnapshot, desired_acls
 from mm2spec.plan.diff import diff_acls
 from mm2spec.provision import batch, connection, reads
-from mm2spec.provision.base import ProvisionedResource, Provider
+from mm2spec.provision.base import ProvisionedResource, Provider, ResourceKind
 from mm2spec.provision.connection import CONNECTION_KEYS
 from mm2spec.spec.model import AclBinding, DesiredState
 
@@ -298,3 +298,12 @@ def _id(props: Mapping[str, Any]) -> str:
 
 class Acl(ProvisionedResource, module="kafka", name="Acl", provider=AclProvider()):
     """ACL bindings of one spec statement (type ``pulumi-python:dynamic/kafka:Acl``)."""
+
+
+KIND = ResourceKind(
+    "AclBinding", Acl,
+    "The ACL bindings of one spec statement on a cluster (name -> operations). Import ID: the "
+    "resource's name, `<cluster>/<principal>/<TYPE>/<PATTERN>/<name>` or `.../matching/<regex>`.",
+    learned={"preexisting": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}},
+    import_learned=lambda _inputs, live: {"preexisting": live["resources"]})
+"""The ACL resource kind (``kinds.KINDS``)."""

@@ -33,13 +33,18 @@ bytes and never as a secret.
 from __future__ import annotations
 
 import gc
-from typing import Any, ClassVar, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping
 
 import pulumi
 from pulumi.dynamic import (CheckFailure, CheckResult, ConfigureRequest, DiffResult, ReadResult, Resource,
                             ResourceProvider)
 
 from mm2spec.provision import connection
+from mm2spec.spec.model import DesiredState
+
+if TYPE_CHECKING:
+    from mm2spec.engines import DeploymentResource
 
 #: The cyclic garbage collector's thresholds in the Pulumi program (``fewer_collections``).
 GC_THRESHOLDS = (50_000, 10, 10)
@@ -175,3 +180,73 @@ class ProvisionedResource(Resource):
         if secrets:
             opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(additional_secret_outputs=secrets), opts)
         super().__init__(self.dynamic_provider, name, props, opts)
+
+
+# ----------------------------------------------------------------------------- resource kinds
+PACKAGE = "mm2spec"
+"""The Pulumi package: the plugin is ``pulumi-resource-mm2spec``; tokens read ``mm2spec:index:<Kind>``."""
+
+
+@dataclass(frozen=True)
+class ProgramSettings:
+    """Where the program runs and writes."""
+
+    root: str
+    """The project root (the folder of ``Pulumi.yaml``); relative paths are taken from it."""
+    out_dir: str
+    """Where rendered files go (worker config, Spark job config), relative to ``root`` or absolute."""
+    spark_run: bool = False
+    """Engine spark: also run the mirroring job (stack config ``mm2spec:sparkRun``), not only configure it."""
+    plugin: bool = True
+    """Register the resources with the ``pulumi-resource-mm2spec`` plugin (``mm2spec:index:*`` types;
+    stack config ``mm2spec:plugin``, default true); ``False``: as dynamic resources (the opt-out for
+    stacks not moved over yet); the same providers serve both."""
+
+
+@dataclass(frozen=True, eq=False)
+class ResourceKind:
+    """Everything the program, the component, the plugin and ``pulumi import`` need of one kind of
+    resource, in the kind's own module (``KIND``); ``kinds.KINDS`` registers each by name."""
+
+    name: str
+    """The kind's name: its type token's last part (``Topic``) and what an engine's
+    ``DeploymentResource.kind`` says."""
+    resource: type[ProvisionedResource]
+    """The dynamic resource class: its provider (the one the plugin serves too) and its type."""
+    description: str
+    """The package schema's description (with its import ID, when importable)."""
+    learned: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Outputs its provider learns beyond its inputs, with their schema types (``adopted``, ...)."""
+    import_learned: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
+    """``pulumi import`` takes it: ``(inputs, live) -> learned outputs`` of an existing resource, as
+    its create would have recorded them had it found the resource there. None: not importable."""
+    recorded_id: Callable[[Mapping[str, Any], str], str] | None = None
+    """``(inputs, name) -> ID`` its create records, when not its name (an import ID may be either)."""
+    exists: Callable[[list[tuple[Mapping[str, Any], str]], Callable[[str], Any]], set[str]] | None = None
+    """``([(inputs, name)], admin_for) -> names that exist``, for kinds one read per cluster answers
+    for many resources; default: each resource's ``read_live``."""
+    deployment_inputs: Callable[[DesiredState, "DeploymentResource", ProgramSettings | None], dict[str, Any]] | None = None
+    """An engine's deployment registers it: its inputs from the engine's ``DeploymentResource``
+    (``settings`` None only for an importable kind, whose inputs name no file)."""
+    output: str | None = None
+    """The ``DisasterRecovery`` output (attribute) that lists the engine's resources of this kind."""
+    many: bool = False
+    """``output`` is the resources' names (once each is created); otherwise the one resource's ID, or None."""
+
+    @property
+    def token(self) -> str:
+        """The type token the plugin serves it as (``mm2spec:index:Topic``)."""
+        return f"{PACKAGE}:index:{self.name}"
+
+    @property
+    def provider(self) -> Provider:
+        return self.resource.dynamic_provider
+
+    @property
+    def dynamic_type(self) -> str:
+        """The type of its dynamic resources (``pulumi-python:dynamic/kafka:Topic``)."""
+        return self.resource.pulumi_type
+
+    @property
+    def importable(self) -> bool:
+        return self.import_learned is not None

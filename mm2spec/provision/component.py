@@ -20,9 +20,13 @@ the component itself is new. Hence two components in one stack must manage diffe
 (Pulumi refuses a duplicate name).
 
 Outputs others can depend on resolve once every child of the kind is created (unknown in a
-preview, where nothing is): ``target_topics`` (on the flows' targets) and ``acl_bindings`` (the resources' IDs),
+preview, where nothing is): ``target_topics`` (on the flows' targets) and ``acl_bindings`` (the
+resources' IDs), and one per engine resource kind that names an ``output`` (``kinds.KINDS``):
 ``connectors`` (names), ``worker_config`` and ``spark_deployment`` (the rendered file's path, or
 None for the other engine).
+
+``main`` is the bundled program (``pulumi/__main__.py``): one component from the stack config, and
+the stack outputs.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ from mm2spec.engines import engine_for
 from mm2spec.errors import Mm2specError
 from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.plan.desired import SourceSnapshot, snapshot_sources
-from mm2spec.provision.program import (Declared, ProgramSettings, SecretLookup, config_secret_lookup, declare,
-                                       failed_over, project_root, resolve_passwords)
+from mm2spec.provision.base import fewer_collections
+from mm2spec.provision.kinds import KINDS
+from mm2spec.provision.program import (Declared, ProgramSettings, SecretLookup, skip_sdk_debug_messages,
+                                       skip_source_positions, config_secret_lookup, declare, export, failed_over,
+                                       project_root, resolve_passwords)
 from mm2spec.spec.load import load_desired_state
 from mm2spec.spec.model import DesiredState
 
@@ -61,12 +68,10 @@ class DisasterRecovery(pulumi.ComponentResource):
     ``<cluster>/<topic>``; a topic the stack manages on a source cluster is not one of them."""
     acl_bindings: pulumi.Output[list]
     """The ACL resources' IDs (``<cluster>/<principal>/<type>/<pattern>/<name>``); empty without ``acls.manage``."""
-    connectors: pulumi.Output[list]
-    """Engine connect: the MM2 connectors' names, once each runs with all its tasks."""
-    worker_config: pulumi.Output
-    """Engine connect: the Connect worker's properties file; None for spark."""
-    spark_deployment: pulumi.Output
-    """Engine spark: the Spark job's config file (the job runs with ``spark_run``); None for connect."""
+    # And one Output per resource kind with an ``output`` (``base.ResourceKind``): ``connectors`` (the
+    # MM2 connectors' names, once each runs with all its tasks), ``worker_config`` (the Connect
+    # worker's properties file) and ``spark_deployment`` (the Spark job's config file); an engine's
+    # kinds it does not use resolve to an empty list or None.
     state: DesiredState
     """The validated spec, compiled for ``environment``."""
     declared: Declared
@@ -104,8 +109,9 @@ class DisasterRecovery(pulumi.ComponentResource):
             raise pulumi.RunError(str(exc)) from None
         super().__init__(TYPE, name, None, opts)
         self.state = state
+        kinds = [kind for kind in KINDS.values() if kind.output]
         outputs = {key: pulumi.deferred_output() for key in
-                   ("target_topics", "acl_bindings", "connectors", "worker_config", "spark_deployment")}
+                   ("target_topics", "acl_bindings", *(kind.output for kind in kinds))}
         for key, (output, _resolve) in outputs.items():
             setattr(self, key, output)
 
@@ -116,14 +122,32 @@ class DisasterRecovery(pulumi.ComponentResource):
                    "acl_bindings": [a.id for a in found.acls.values()]}
             for key, resource_ids in ids.items():
                 outputs[key][1](pulumi.Output.all(*resource_ids).apply(sorted))
-            names = sorted(found.connectors)
-            outputs["connectors"][1](pulumi.Output.all(*(found.connectors[n].id for n in names)).apply(
-                lambda _ids: names))
-            for key, single in (("worker_config", found.worker_config), ("spark_deployment", found.spark_deployment)):
-                outputs[key][1](single.id if single is not None else pulumi.Output.from_input(None))
+            for kind in kinds:
+                registered = found.of_kind(kind.name)
+                if kind.many:
+                    names = sorted(registered)
+                    outputs[kind.output][1](pulumi.Output.all(*(registered[n].id for n in names)).apply(
+                        lambda _ids, names=names: names))
+                else:
+                    single = next(iter(registered.values()), None)
+                    outputs[kind.output][1](single.id if single is not None else pulumi.Output.from_input(None))
 
         try:
             self.declared = declare(state, sources, passwords, settings, child_options(self), then=resolve)
         except Mm2specError as exc:
             raise pulumi.RunError(str(exc)) from None
         self.register_outputs({key: output for key, (output, _resolve) in outputs.items()})
+
+
+def main(snapshot: Snapshot | None = None) -> Declared:
+    """Run the program for the current stack: one ``DisasterRecovery`` component from the stack config,
+    and the stack outputs. ``snapshot`` replaces reading the source clusters (tests)."""
+    skip_source_positions()
+    skip_sdk_debug_messages()
+    fewer_collections()
+    config = pulumi.Config()
+    dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
+                          out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot,
+                          plugin=bool(config.get_bool("plugin", True)))
+    export(dr.state, dr.declared)
+    return dr.declared

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from mm2spec.errors import SecretMissing
 from mm2spec.live.kafka import KafkaAdmin
-from mm2spec.spec.model import Cluster, Security
+from mm2spec.spec.model import Cluster, DesiredState, Security
+
+SecretLookup = Callable[[str], "str | None"]
 
 #: Inputs that say which cluster and how to reach it (``password`` aside).
 CONNECTION_KEYS = ("cluster", "connection")
@@ -32,6 +35,31 @@ PASSWORD = "password"
 _ADMINS = threading.local()
 # Secret config handed to the provider host by Pulumi (``ResourceProvider.configure``), by name.
 _CONFIGURED: dict[str, str] = {}
+
+
+def used_clusters(state: DesiredState) -> list[str]:
+    """Aliases of the clusters the stack touches: every flow's source and target, and Connect's."""
+    aliases = [a for flow in state.mirrors for a in (flow.source, flow.target)] + [state.connect.cluster]
+    return list(dict.fromkeys(aliases))
+
+
+def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, str | None]:
+    """Each used cluster's password (None without SASL), by the secret name the spec gives."""
+    passwords: dict[str, str | None] = {}
+    missing = []
+    for alias in used_clusters(state):
+        security = provisioning_security(state.cluster(alias))
+        name = security.password_secret
+        if not (security.uses_sasl and name):
+            passwords[alias] = None
+            continue
+        passwords[alias] = lookup(name)
+        if passwords[alias] is None:
+            missing.append(f'cluster "{alias}" needs the secret {name}: set it with '
+                           f"`pulumi config set --secret {name} <password>` or export {name}")
+    if missing:
+        raise SecretMissing("; ".join(missing))
+    return passwords
 
 
 def provisioning_security(cluster: Cluster) -> Security:

@@ -35,7 +35,8 @@ from mm2spec.errors import ProvisionFailed
 from mm2spec.live.connect import ConnectClient
 from mm2spec.mm2.defaults import CONNECT_READY_TIMEOUT_SECONDS_DEFAULT
 from mm2spec.plan.diff import diff_connector
-from mm2spec.provision.base import ADOPTED, ProvisionedResource, Provider
+from mm2spec.spec.model import DesiredState
+from mm2spec.provision.base import ADOPTED, ProgramSettings, ProvisionedResource, Provider, ResourceKind
 
 #: Between two looks at a connector's status: a worker starts a connector's tasks within seconds.
 HEALTH_POLL_S = 1.0
@@ -183,3 +184,24 @@ class ConnectorProvider(Provider):
 
 class Connector(ProvisionedResource, module="connect", name="Connector", provider=ConnectorProvider()):
     """An MM2 connector on a Connect cluster (type ``pulumi-python:dynamic/connect:Connector``)."""
+
+
+def _deployment_inputs(state: DesiredState, resource: Any, _settings: ProgramSettings | None) -> dict[str, Any]:
+    """Inputs for a connector engine connect's deployment names (``item``: ``connector``, ``connectUrl``)."""
+    return connector_inputs(resource.item["connectUrl"], resource.item["connector"], state.connect.ready_timeout_seconds)
+
+
+def _recorded_id(inputs: Mapping[str, Any], name: str) -> str:
+    """The ID a connector's create records: ``<connectUrl>/connectors/<name>``."""
+    return f"{inputs['connectUrl'].rstrip('/')}/connectors/{name}"
+
+
+KIND = ResourceKind(
+    "Connector", Connector,
+    "An MM2 connector on the Kafka Connect REST API. Import ID: its name, or `<connectUrl>/connectors/<name>`.",
+    learned={ADOPTED: {"type": "boolean"}},
+    import_learned=lambda _inputs, _live: {ADOPTED: True},
+    recorded_id=_recorded_id,
+    deployment_inputs=_deployment_inputs,
+    output="connectors", many=True)
+"""The connector kind (``kinds.KINDS``); ``DisasterRecovery.connectors`` lists their names."""

@@ -1,6 +1,6 @@
 """The Pulumi program: which resources a DR spec means, given the live source clusters.
 
-``main`` is what ``pulumi/__main__.py`` runs: one ``DisasterRecovery`` component (``component``)
+``component.main`` is what ``pulumi/__main__.py`` runs: one ``DisasterRecovery`` component
 from the stack config (``mm2spec:spec``, the spec file relative to the project root;
 ``mm2spec:environment``; optional ``mm2spec:outDir``, ``mm2spec:sparkRun`` and ``mm2spec:plugin``: the
 resources served by the ``pulumi-resource-mm2spec`` plugin, ``plugin_package``), and the stack
@@ -16,9 +16,10 @@ that name), reads the source clusters once, and declares the resources with ``de
   its configs), from ``mm2spec.plan.desired.desired_resources``, the list ``mm2spec plan`` uses too;
 - with ``acls.manage``, an ``Acl`` per statement of the spec on each cluster (a stated binding, or
   every name one regex matches on the source today; see ``acl``);
-- what the engine says it needs (``mm2spec.engines``, ``DeploymentResources``): for ``connect`` the
-  ``WorkerConfig`` file and a ``Connector`` per MM2 connector; for ``spark`` the ``SparkDeployment``
-  (its job config, and the running job with ``sparkRun``).
+- what the engine says it needs (``mm2spec.engines``, ``DeploymentResources``): resources of the
+  kinds ``kinds.KINDS`` registers, each built by its kind (for ``connect`` the ``WorkerConfig``
+  file and a ``Connector`` per MM2 connector; for ``spark`` the ``SparkDeployment``: its job
+  config, and the running job with ``sparkRun``).
 """
 
 from __future__ import annotations
@@ -31,87 +32,42 @@ from typing import Callable, Mapping
 
 import pulumi
 
-from mm2spec.engines import engine_for
+from mm2spec.engines import DeploymentResources, engine_for
 from mm2spec.plan.desired import DesiredResources, SourceSnapshot, desired_resources
-from mm2spec.errors import SecretMissing
-from mm2spec.live.kafka import KafkaAdmin
 from mm2spec.live.dr_state import read_flow_states
 from mm2spec.plan.build import failed_over_notes
 from mm2spec.spec.model import DesiredState
-from mm2spec.provision.acl import Acl, AclGroup, acl_groups, acl_inputs
-from mm2spec.provision.base import fewer_collections
-from mm2spec.provision.connection import connection_inputs, provisioning_security
-from mm2spec.provision.connector import Connector, connector_inputs
-from mm2spec.provision.spark_deployment import SparkDeployment, spark_deployment_inputs
-from mm2spec.provision.topic import Topic, topic_inputs
-from mm2spec.provision.worker_config import WorkerConfig, worker_config_inputs
+from mm2spec.provision.acl import AclGroup, acl_groups, acl_inputs
+from mm2spec.provision.base import ProgramSettings, ResourceKind
+from mm2spec.provision.connection import SecretLookup, connection_inputs, resolve_passwords, used_clusters
+from mm2spec.provision.kinds import ACL, KINDS, TOPIC
+from mm2spec.provision.topic import topic_inputs
 
-SecretLookup = Callable[[str], "str | None"]
-
-
-@dataclass(frozen=True)
-class ProgramSettings:
-    """Where the program runs and writes."""
-
-    root: str
-    """The project root (the folder of ``Pulumi.yaml``); relative paths are taken from it."""
-    out_dir: str
-    """Where rendered files go (worker config, Spark job config), relative to ``root`` or absolute."""
-    spark_run: bool = False
-    """Engine spark: also run the mirroring job (stack config ``mm2spec:sparkRun``), not only configure it."""
-    plugin: bool = True
-    """Register the resources with the ``pulumi-resource-mm2spec`` plugin (``mm2spec:index:*`` types;
-    stack config ``mm2spec:plugin``, default true); ``False``: as dynamic resources (the opt-out for one
-    release, for stacks not moved over yet); the same providers serve both."""
+__all__ = ["Declared", "ProgramSettings", "SecretLookup", "declare", "resolve_passwords", "used_clusters"]
 
 
 @dataclass
 class Declared:
     """What ``declare`` registers, by Pulumi name. The resource dicts fill as the waves are
     registered (complete once the program has run); ``resources``, ``acl_groups`` and
-    ``connector_names`` are complete when ``declare`` returns."""
+    ``deployment`` are complete when ``declare`` returns."""
 
     resources: DesiredResources
     """What the spec means given the source clusters (``mm2spec.plan.desired.desired_resources``)."""
     acl_groups: list[AclGroup] = field(default_factory=list)
     """The ACL resources to register, one per spec statement (``acl.acl_groups``)."""
-    connector_names: list[str] = field(default_factory=list)
-    """Engine connect: the MM2 connectors to register, by name."""
-    topics: dict[str, Topic] = field(default_factory=dict)
+    deployment: DeploymentResources = field(default_factory=DeploymentResources)
+    """What the engine's deployment registers (``Engine.deployment_resources``)."""
+    topics: dict[str, pulumi.Resource] = field(default_factory=dict)
     """The registered topics, by Pulumi name (``<cluster>/<topic>``)."""
-    acls: dict[str, Acl] = field(default_factory=dict)
+    acls: dict[str, pulumi.Resource] = field(default_factory=dict)
     """The registered ACL resources, by Pulumi name (``AclGroup.name``)."""
-    connectors: dict[str, Connector] = field(default_factory=dict)
-    """Engine connect: the registered connectors, by name."""
-    worker_config: WorkerConfig | None = None
-    """Engine connect: the worker's properties file, once registered."""
-    spark_deployment: SparkDeployment | None = None
-    """Engine spark: the job config (and running job), once registered."""
+    by_kind: dict[str, dict[str, pulumi.Resource]] = field(default_factory=dict)
+    """The engine's registered resources: per kind name, by Pulumi name."""
 
-
-def used_clusters(state: DesiredState) -> list[str]:
-    """Aliases of the clusters the stack touches: every flow's source and target, and Connect's."""
-    aliases = [a for flow in state.mirrors for a in (flow.source, flow.target)] + [state.connect.cluster]
-    return list(dict.fromkeys(aliases))
-
-
-def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, str | None]:
-    """Each used cluster's password (None without SASL), by the secret name the spec gives."""
-    passwords: dict[str, str | None] = {}
-    missing = []
-    for alias in used_clusters(state):
-        security = provisioning_security(state.cluster(alias))
-        name = security.password_secret
-        if not (security.uses_sasl and name):
-            passwords[alias] = None
-            continue
-        passwords[alias] = lookup(name)
-        if passwords[alias] is None:
-            missing.append(f'cluster "{alias}" needs the secret {name}: set it with '
-                           f"`pulumi config set --secret {name} <password>` or export {name}")
-    if missing:
-        raise SecretMissing("; ".join(missing))
-    return passwords
+    def of_kind(self, kind: str) -> dict[str, pulumi.Resource]:
+        """The registered resources of the engine's deployment of kind ``kind`` (e.g. ``Connector``)."""
+        return self.by_kind.get(kind, {})
 
 
 def earlier_urns(parent_urn: str | None, kind: type, name: str) -> list[str]:
@@ -144,29 +100,16 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
     is. Under a parent, registering starts once the parent's URN is known (the aliases name it)."""
     needs = engine_for(state).deployment_resources()  # a spec that cannot be provisioned stops here
     wanted = desired_resources(state, sources)
-    declared = Declared(wanted)
+    declared = Declared(wanted, deployment=needs)
     connections = {
         alias: connection_inputs(state.cluster(alias),
                                  pulumi.Output.secret(passwords[alias]) if passwords.get(alias) is not None else None)
         for alias in used_clusters(state)
     }
-    if settings.plugin:  # imported here: the dynamic resources need none of the plugin's package
-        from mm2spec.provision import plugin_package as package
-
-        topic_kind, acl_kind, connector_kind, worker_kind, spark_kind = (
-            package.PluginTopic, package.PluginAclBinding, package.PluginConnector, package.PluginWorkerConfig,
-            package.PluginSparkDeployment)
-    else:
-        topic_kind, acl_kind, connector_kind, worker_kind, spark_kind = (
-            Topic, Acl, Connector, WorkerConfig, SparkDeployment)
+    classes = {name: resource_class(kind, settings.plugin) for name, kind in KINDS.items()}
     declared.acl_groups = acl_groups(state, sources)
-    declared.connector_names = [c["name"] for c in needs.connectors]
     # Rendered now, not when their turn comes: an error here stops ``declare`` before anything is registered.
-    worker_inputs = worker_config_inputs(state, settings.out_dir, settings.root) if needs.worker_config else None
-    connectors = {c["name"]: connector_inputs(needs.connect_url, c, state.connect.ready_timeout_seconds)
-                  for c in needs.connectors}
-    spark_inputs = (spark_deployment_inputs(state, settings.out_dir, settings.root, settings.spark_run)
-                    if needs.spark_deployment else None)
+    deployment_inputs = {r.name: KINDS[r.kind].deployment_inputs(state, r, settings) for r in needs.resources}
 
     def register(parent_urn: str | None) -> None:
         def options(kind: type, name: str, extra: pulumi.ResourceOptions | None = None) -> pulumi.ResourceOptions:
@@ -182,30 +125,26 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
                 return into[name]
             return make
 
-        acls = [maker(declared.acls, acl_kind, g.name, partial(acl_inputs, g, connections[g.cluster]))
+        acls = [maker(declared.acls, classes[ACL], g.name, partial(acl_inputs, g, connections[g.cluster]))
                 for g in declared.acl_groups]
-        topics = [maker(declared.topics, topic_kind, t.key, partial(topic_inputs, t, connections[t.cluster]))
+        topics = [maker(declared.topics, classes[TOPIC], t.key, partial(topic_inputs, t, connections[t.cluster]))
                   for t in wanted.topics]
         # A preview registers the ACL resources first: one of a regex statement holds every name it
-        # matches (10,000 topics: half a second of the SDK's CPU, and more of the engine's and the
-        # plugin's, each), a tail nothing overlapped when last (no-op preview 91 -> 80 s). An update
-        # registers them last: their writes hold the KRaft controller, which the topic creates
-        # then waited behind (create 193 -> 239 s).
+        # matches, costing the SDK, the engine and the plugin the most CPU of any resource, a tail
+        # nothing overlaps when it comes last. An update registers them last: their writes hold the
+        # KRaft controller, which the topic creates would then wait behind (pulumi/README.md, Scale).
         makers = acls + topics if pulumi.runtime.is_dry_run() else topics + acls
 
         def dependents() -> None:
             ready = list(declared.topics.values()) + list(declared.acls.values())
-            worker: list[pulumi.Resource] = []
-            if worker_inputs is not None:
-                declared.worker_config = worker_kind("connect-worker", worker_inputs, options(worker_kind, "connect-worker"))
-                worker = [declared.worker_config]
-            # connectors need their worker's config first
-            after = pulumi.ResourceOptions(depends_on=ready + worker)
-            for name, inputs in connectors.items():
-                declared.connectors[name] = connector_kind(name, inputs, options(connector_kind, name, after))
-            if spark_inputs is not None:
-                declared.spark_deployment = spark_kind(
-                    "spark-mirror", spark_inputs, options(spark_kind, "spark-mirror", pulumi.ResourceOptions(depends_on=ready)))
+            registered: dict[str, pulumi.Resource] = {}
+            for resource in needs.resources:
+                kind = classes[resource.kind]
+                waits = (ready if resource.after_cluster_resources else []) + [registered[n] for n in resource.after]
+                extra = pulumi.ResourceOptions(depends_on=waits) if waits else None
+                registered[resource.name] = kind(resource.name, deployment_inputs[resource.name],
+                                                 options(kind, resource.name, extra))
+                declared.by_kind.setdefault(resource.kind, {})[resource.name] = registered[resource.name]
             if then is not None:
                 then(declared)
 
@@ -217,6 +156,15 @@ def declare(state: DesiredState, sources: Mapping[str, SourceSnapshot], password
     else:
         parent.urn.apply(register)
     return declared
+
+
+def resource_class(kind: ResourceKind, plugin: bool) -> Callable[..., pulumi.Resource]:
+    """The class resources of ``kind`` are registered with: served by the plugin, or dynamic."""
+    if plugin:  # imported here: the dynamic resources need none of the plugin's package
+        from mm2spec.provision.plugin_package import plugin_class
+
+        return plugin_class(kind)
+    return kind.resource
 
 
 #: Resources registered per wave, and waves in flight at once (see ``in_waves``). Measured on a
@@ -260,13 +208,16 @@ def in_waves(makers: list[Callable[[], pulumi.Resource]], then: Callable[[], Non
 
 
 def export(state: DesiredState, declared: Declared) -> None:
-    """Stack outputs a reviewer can read (no secrets: names and counts)."""
+    """Stack outputs a reviewer can read (no secrets: names and counts); each kind that lists its
+    names on the component (``ResourceKind.many``) lists them here too (``connectors``)."""
     pulumi.export("spec", state.name)
     pulumi.export("environment", state.environment)
     pulumi.export("engine", state.engine)
     pulumi.export("topics", sorted(t.key for t in declared.resources.topics))
     pulumi.export("aclResources", len(declared.acl_groups))
-    pulumi.export("connectors", sorted(declared.connector_names))
+    for kind in KINDS.values():
+        if kind.output and kind.many:
+            pulumi.export(kind.output, sorted(declared.deployment.names(kind.name)))
     pulumi.export("patternResolutions", [
         {"flow": r.flow, "field": r.field, "pattern": r.pattern, "matched": list(r.matched)}
         for r in declared.resources.resolutions])
@@ -302,7 +253,7 @@ def config_secret_lookup(config: pulumi.Config) -> SecretLookup:
     return lookup
 
 
-def _skip_source_positions() -> None:
+def skip_source_positions() -> None:
     """Do not record each resource's Python stack in the state.
 
     The SDK walks the stack and turns every frame into a file URI for each resource (a fifth of the
@@ -321,7 +272,7 @@ def _skip_source_positions() -> None:
 SDK_DEBUG_ENV = "MM2SPEC_PULUMI_SDK_DEBUG"
 
 
-def _skip_sdk_debug_messages() -> None:
+def skip_sdk_debug_messages() -> None:
     """Do not send the Pulumi SDK's debug messages to the engine, unless ``SDK_DEBUG_ENV`` is set.
 
     The SDK sends four for each resource ("registering resource: ...", ...), each a blocking call
@@ -362,20 +313,3 @@ def failed_over(state: DesiredState, passwords: Mapping[str, str | None]) -> boo
     if notes:
         pulumi.log.warn(notes[0])  # one warning says why the job stays stopped; `mm2spec plan` lists every flow
     return bool(notes)
-
-
-def main(snapshot: Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, SourceSnapshot]] | None = None) -> Declared:
-    """Run the program for the current stack: one ``DisasterRecovery`` component from the stack config,
-    and the stack outputs. ``snapshot`` replaces reading the source clusters (tests)."""
-    # Imported here: the component is built on this module's functions.
-    from mm2spec.provision.component import DisasterRecovery
-
-    _skip_source_positions()
-    _skip_sdk_debug_messages()
-    fewer_collections()
-    config = pulumi.Config()
-    dr = DisasterRecovery(pulumi.get_project(), config.require("spec"), config.get("environment"),
-                          out_dir=config.get("outDir"), spark_run=bool(config.get_bool("sparkRun")), snapshot=snapshot,
-                          plugin=bool(config.get_bool("plugin", True)))
-    export(dr.state, dr.declared)
-    return dr.declared

@@ -44,7 +44,7 @@ from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
 from mm2spec.errors import Mm2specError, ProvisionFailed
 from mm2spec.provision import connection
-from mm2spec.provision.base import ProvisionedResource
+from mm2spec.provision.base import ProvisionedResource, ResourceKind
 from mm2spec.provision.files import RenderedFileProvider, file_inputs, read_file
 from mm2spec.render import anchor_checkpoint, manifests, on_kubernetes, spark_job_config
 from mm2spec.render.kubernetes import secret_names
@@ -242,3 +242,11 @@ class SparkDeploymentProvider(RenderedFileProvider):
 
 class SparkDeployment(ProvisionedResource, module="spark", name="Deployment", provider=SparkDeploymentProvider()):
     """The Spark mirroring deployment (type ``pulumi-python:dynamic/spark:Deployment``)."""
+
+
+KIND = ResourceKind(
+    "SparkDeployment", SparkDeployment, "The Spark mirroring job's config (and, with run, the running job).",
+    deployment_inputs=lambda state, _resource, settings: spark_deployment_inputs(
+        state, settings.out_dir, settings.root, settings.spark_run),
+    output="spark_deployment")
+"""The Spark deployment kind (``kinds.KINDS``); ``DisasterRecovery.spark_deployment`` is its ID."""

@@ -48,7 +48,7 @@ from mm2spec.live.types import LiveTopic
 from mm2spec.plan.desired import TopicSpec
 from mm2spec.plan.diff import Change, diff_configs, diff_topic
 from mm2spec.provision import batch, connection, reads
-from mm2spec.provision.base import ADOPTED, ProvisionedResource, Provider
+from mm2spec.provision.base import ADOPTED, ProvisionedResource, Provider, ResourceKind
 from mm2spec.provision.connection import CONNECTION_KEYS
 
 _LEGAL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -264,3 +264,24 @@ def _delete(props: Mapping[str, Any]) -> None:
 
 class Topic(ProvisionedResource, module="kafka", name="Topic", provider=TopicProvider()):
     """A Kafka topic managed by the stack (type ``pulumi-python:dynamic/kafka:Topic``)."""
+
+
+def _topics_that_exist(items: list[tuple[Mapping[str, Any], str]], admin_for: Callable[[str], KafkaAdmin]) -> set[str]:
+    """The names of ``items`` whose topic exists: one metadata read per cluster."""
+    by_cluster: dict[str, list[tuple[str, str]]] = {}
+    for inputs, name in items:
+        by_cluster.setdefault(inputs["cluster"], []).append((inputs["name"], name))
+    found = set()
+    for alias, pairs in by_cluster.items():
+        live = admin_for(alias).topics([topic for topic, _name in pairs], with_configs=False)
+        found.update(name for topic, name in pairs if topic in live)
+    return found
+
+
+KIND = ResourceKind(
+    "Topic", Topic,
+    "A Kafka topic (an MM2 internal topic or a mirrored target topic). Import ID: `<cluster>/<topic>`.",
+    learned={ADOPTED: {"type": "boolean"}},
+    import_learned=lambda inputs, _live: {ADOPTED: _held_records(connection.admin(inputs), inputs["name"])},
+    exists=_topics_that_exist)
+"""The topic kind (``kinds.KINDS``)."""

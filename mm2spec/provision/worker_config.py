@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mm2spec.provision.base import ProvisionedResource
+from mm2spec.provision.base import ProvisionedResource, ResourceKind
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
 from mm2spec.render import properties_text, worker_properties
 from mm2spec.spec.model import DesiredState
@@ -30,3 +30,10 @@ class WorkerConfigProvider(RenderedFileProvider):
 
 class WorkerConfig(ProvisionedResource, module="connect", name="WorkerConfig", provider=WorkerConfigProvider()):
     """The Connect worker config file (type ``pulumi-python:dynamic/connect:WorkerConfig``)."""
+
+
+KIND = ResourceKind(
+    "WorkerConfig", WorkerConfig, "The Connect worker's connect-distributed.properties file.",
+    deployment_inputs=lambda state, _resource, settings: worker_config_inputs(state, settings.out_dir, settings.root),
+    output="worker_config")
+"""The worker config kind (``kinds.KINDS``); ``DisasterRecovery.worker_config`` is its ID."""

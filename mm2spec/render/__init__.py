@@ -17,8 +17,10 @@
 - ``workflow``: the CI workflow of a DR-spec repository (``.github/workflows/dr-spec.yml``: plan comment
   on pull requests, ``pulumi up`` per environment on merge, drift check), from the template
   ``ci-workflow.yml`` that this checkout's example is also written from
-- ``files``: every file by name, and ``write_files``, the only function here that touches the disk
-  (with ``check_output_folder``, which ``render`` calls before it reads the spec)
+- ``files``: every file by name, and ``write_files``, the only function here that writes output files
+  (with ``check_output_folder``, which ``render`` calls before it reads the spec); the one other
+  write is ``repository.check_spec``'s: ``init`` puts the new spec and its schema in a temporary
+  folder, deleted after, so the loader (which reads files) validates them before anything is written
 
 Passwords are never written: SASL settings use Kafka's EnvVarConfigProvider (``${env:NAME}``), so
 the worker (or the Spark job) reads the secret from its environment when it starts.
@@ -29,12 +31,12 @@ May import: ``mm2spec.spec`` (the model), ``mm2spec.mm2``, ``mm2spec.errors``,
 """
 
 from mm2spec.render.connect import connectors, mm2_properties, worker_properties
-from mm2spec.render.files import render_files, write_files
+from mm2spec.render.files import engine_files, render_files, write_files
 from mm2spec.render.kubernetes import manifests, on_kubernetes
 from mm2spec.render.properties import client_properties, properties_text
 from mm2spec.render.resources import resources, resources_text
 from mm2spec.render.spark import anchor_checkpoint, spark_job_config
 
-__all__ = ["anchor_checkpoint", "client_properties", "connectors", "manifests", "mm2_properties", "on_kubernetes",
+__all__ = ["anchor_checkpoint", "client_properties", "connectors", "engine_files", "manifests", "mm2_properties", "on_kubernetes",
            "properties_text", "render_files", "resources", "resources_text", "spark_job_config", "worker_properties",
            "write_files"]

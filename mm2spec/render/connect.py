@@ -1,11 +1,15 @@
-"""Kafka Connect and MirrorMaker 2 files: ``connect-distributed.properties`` (seed 000, section 5.6),
-one ``{"name", "config"}`` document per MM2 connector (the config part is what
-``PUT /connectors/{name}/config`` takes), and ``mm2.properties`` for MM2's dedicated mode."""
+"""Kafka Connect and MirrorMaker 2 files: ``connect-distributed.properties`` (the worker settings of
+Red Hat's guide "Setting up MirrorMaker for disaster recovery", section 5.6), one ``{"name", "config"}``
+document per MM2 connector (the config part is what ``PUT /connectors/{name}/config`` takes), and
+``mm2.properties`` for MM2's dedicated mode."""
 
 from __future__ import annotations
 
+import json
+
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT
-from mm2spec.render.properties import BYTE_ARRAY_CONVERTER, ENV_PROVIDER, client_properties, kafka_bool
+from mm2spec.render.properties import (BYTE_ARRAY_CONVERTER, ENV_PROVIDER, client_properties, kafka_bool, properties_text,
+                                       rendered_header)
 from mm2spec.spec.model import Cluster, DesiredState, MirrorFlow
 
 
@@ -205,3 +209,14 @@ def mm2_properties(state: DesiredState) -> list[tuple[str, str]]:
         props.extend((f + "producer.override." + k, v) for k, v in flow.producer_overrides)
         props.extend((f + k, v) for k, v in flow.config)
     return props
+
+
+def engine_files(state: DesiredState) -> dict[str, str]:
+    """Engine connect's deployment (its ``EngineFacts.renderer``): the worker's properties, MM2's
+    dedicated-mode properties and one JSON document per connector."""
+    header = rendered_header(state)
+    files = {"connect-distributed.properties": properties_text(worker_properties(state), header),
+             "mm2.properties": properties_text(mm2_properties(state), header)}
+    for connector in connectors(state):
+        files[f"{connector['name']}.json"] = json.dumps(connector, indent=2) + "\n"
+    return files

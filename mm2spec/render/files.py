@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import json
 import os
 import re
@@ -12,34 +13,33 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from mm2spec.render.connect import connectors, mm2_properties, worker_properties
-from mm2spec.render.kubernetes import kubernetes_files
+from mm2spec.mm2.engine_facts import ENGINE_FACTS
 from mm2spec.render.monitoring import monitoring_files
-from mm2spec.render.properties import properties_text
 from mm2spec.render.resources import resources, resources_text
 from mm2spec.errors import OutputUnwritable
-from mm2spec.render.spark import spark_job_config
 from mm2spec.spec.document import printable
 from mm2spec.spec.model import DesiredState
 
 
 def render_files(state: DesiredState) -> dict[str, str]:
-    """File name -> content for everything ``mm2spec render`` writes."""
-    env = state.environment or "base"
-    header = (f"Rendered by mm2spec from {Path(state.source_file).name} (environment: {env}). Do not edit:\n"
-              "change the DR spec and render again. Secrets are read from the environment (${env:NAME}).")
-    files = {
-        "connect-distributed.properties": properties_text(worker_properties(state), header),
-        "mm2.properties": properties_text(mm2_properties(state), header),
-        "spark-mirror.json": json.dumps(spark_job_config(state), indent=2) + "\n",
-        "resources.json": json.dumps(resources(state), indent=2) + "\n",
-        "resources.txt": resources_text(state),
-    }
-    for connector in connectors(state):
-        files[f"{connector['name']}.json"] = json.dumps(connector, indent=2) + "\n"
-    files.update(kubernetes_files(state))
+    """File name -> content for everything ``mm2spec render`` writes: every engine's deployment
+    files (whichever engine the spec names, so a team can compare or switch), the internal topics
+    and ACLs, and the monitoring files."""
+    files: dict[str, str] = {}
+    for name in ENGINE_FACTS:
+        files.update(engine_files(state, name))
+    files["resources.json"] = json.dumps(resources(state), indent=2) + "\n"
+    files["resources.txt"] = resources_text(state)
     files.update(monitoring_files(state))
     return files
+
+
+def engine_files(state: DesiredState, engine: str) -> dict[str, str]:
+    """File name -> content of the deployment of engine ``engine``: its renderer's
+    (``EngineFacts.renderer``, a function of this package found by name)."""
+    module, _, function = ENGINE_FACTS[engine].renderer.partition(":")
+    return getattr(importlib.import_module(module), function)(state)
+
 
 
 FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}")

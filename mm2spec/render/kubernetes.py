@@ -201,3 +201,9 @@ def kubernetes_files(state: DesiredState) -> dict[str, str]:
     if not on_kubernetes(state):
         return {}
     return {MANIFEST_FILE: manifest_text(state), DOCKERFILE: dockerfile(state)}
+
+
+def spark_engine_files(state: DesiredState) -> dict[str, str]:
+    """Engine spark's deployment (its ``EngineFacts.renderer``): the job's config and, with a
+    ``k8s://`` master, the manifests and the job image's Dockerfile."""
+    return {JOB_FILE: json.dumps(spark_job_config(state), indent=2) + "\n", **kubernetes_files(state)}

@@ -6,8 +6,8 @@
   labelled with the spec and the environment; it loads the rules below.
 - ``prometheus-rules.yml``: the flows' objectives as recording rules and the alerts: RPO over
   objective, mirror down, task failed, checkpoints stale, flow failed over, cluster unreadable.
-- ``grafana-dashboard.json``: seed 002's panels (throughput, bytes, replication latency, task
-  errors, rebalances, connector and worker state) and the RPO panels.
+- ``grafana-dashboard.json``: the panels operators expect on an MM2 dashboard (throughput, bytes,
+  replication latency, task errors, rebalances, connector and worker state) and the RPO panels.
 - ``jmx-exporter.yml`` (engine connect): the Prometheus JMX exporter's rules that turn MM2's and
   Connect's MBeans into the same names; ``connect-worker.env``: the worker's start setting that
   loads the exporter's java agent with them (``KAFKA_OPTS``, which Kafka's start scripts read).
@@ -79,12 +79,12 @@ def worker_env(state: DesiredState) -> str:
 
 def dr_exporter_port(state: DesiredState) -> int:
     """Where the DR exporter (``mm2spec verify --serve``) serves: the engine's ``metrics.exporterPort``."""
-    return state.connect.exporter_port if _on_connect_workers(state) else state.spark.exporter_port
+    return getattr(state, engine_facts(state.engine).section).exporter_port
 
 
 def dr_exporter_port_field(state: DesiredState) -> str:
     """The spec field of ``dr_exporter_port``, for messages."""
-    return "connect.metrics.exporterPort" if _on_connect_workers(state) else "spark.metrics.exporterPort"
+    return f"{engine_facts(state.engine).section}.metrics.exporterPort"
 
 
 def _on_connect_workers(state: DesiredState) -> bool:
@@ -301,7 +301,7 @@ def dashboard(state: DesiredState) -> dict:
                 f"max by (flow) ({metric('mm2spec_objective_checkpoint_age_seconds')}{{{dr}}})"], "s",
                 "Age of each group's newest checkpoint on DR once it committed since; and the bound."),
         ]),
-        ("Replication (seed 002)", [
+        ("Replication", [
             _text("Source -> Destination", "\n".join(
                 f"- **{flow.name}**: {flow.source} -> {flow.target}" for flow in state.mirrors)),
             _stat("Last rebalance (s ago)", [

@@ -3,7 +3,9 @@ writes them, and a cluster's connection settings with passwords as ``${env:NAME}
 
 from __future__ import annotations
 
-from mm2spec.spec.model import Cluster, Security
+from pathlib import Path
+
+from mm2spec.spec.model import Cluster, DesiredState, Security
 
 BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 ENV_PROVIDER = (("config.providers", "env"),
@@ -54,3 +56,10 @@ def properties_text(props: list[tuple[str, str]], header: str) -> str:
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     lines += [f"{_escape_properties(k, True)}={_escape_properties(v, False)}" for k, v in props]
     return "\n".join(lines) + "\n"
+
+
+def rendered_header(state: DesiredState) -> str:
+    """The comment a rendered properties file starts with: where it came from, and not to edit it."""
+    env = state.environment or "base"
+    return (f"Rendered by mm2spec from {Path(state.source_file).name} (environment: {env}). Do not edit:\n"
+            "change the DR spec and render again. Secrets are read from the environment (${env:NAME}).")

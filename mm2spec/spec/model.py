@@ -435,8 +435,9 @@ class DesiredState:
     """Every cluster under ``clusters``, in the spec's order."""
     mirrors: tuple[MirrorFlow, ...]
     """The replication flows (``mirrors``), in the spec's order."""
-    engine: Literal["spark", "connect"]
-    """What moves the data (``engine``): ``spark`` (the PySpark job) or ``connect`` (MM2 on Kafka Connect)."""
+    engine: str
+    """What moves the data (``engine``): a name of ``mm2.engine_facts.ENGINE_FACTS`` (the schema's
+    enum), e.g. ``spark`` (the PySpark job) or ``connect`` (MM2 on Kafka Connect)."""
     connect: ConnectCluster
     """The Connect cluster (``connect``); set for either engine, as its configs are always rendered."""
     spark: SparkDeployment

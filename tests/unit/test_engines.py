@@ -84,14 +84,49 @@ def test_each_engine_deploys_its_own_rendered_files(spark_spec, connect_spec):
 
 
 def test_provisioning_needs_are_data(spark_spec, connect_spec):
-    assert engine_for(spark_spec).deployment_resources().spark_deployment
+    spark = engine_for(spark_spec).deployment_resources()
+    assert [(r.kind, r.name, r.after) for r in spark.resources] == [("SparkDeployment", "spark-mirror", ())]
     needs = engine_for(connect_spec).deployment_resources()
-    assert needs.worker_config and not needs.spark_deployment and needs.connect_url == "http://connect.dr.internal:8083"
-    assert [c["name"] for c in needs.connectors] == [f"primary-to-dr-Mirror{k}Connector" for k in ("Source", "Checkpoint",
-                                                                                                    "Heartbeat")]
+    names = [f"primary-to-dr-Mirror{k}Connector" for k in ("Source", "Checkpoint", "Heartbeat")]
+    assert needs.names("WorkerConfig") == ["connect-worker"] and needs.names("Connector") == names
+    assert not needs.names("SparkDeployment")
+    worker, *connectors = needs.resources
+    assert not worker.after_cluster_resources
+    assert all(c.after == ("connect-worker",) and c.item["connectUrl"] == "http://connect.dr.internal:8083"
+               for c in connectors)
+    assert [c.item["connector"]["name"] for c in connectors] == names
     no_url = replace(connect_spec, connect=replace(connect_spec.connect, rest_url=None))
     with pytest.raises(Mm2specError, match="set connect.restUrl"):
         engine_for(no_url).deployment_resources()
+
+
+def test_one_descriptor_per_engine_ties_every_copy_of_the_engine_names(spark_spec, connect_spec):
+    """The engine registry (``mm2.engine_facts``) is the one list: each name has a descriptor in the
+    module its facts name, a renderer in ``mm2spec.render``, resource kinds provisioning registers,
+    and the JSON Schemas' enums list exactly these names."""
+    from mm2spec.engines import descriptor, descriptors
+    from mm2spec.mm2.engine_facts import DEFAULT_ENGINE
+    from mm2spec.provision.kinds import KINDS
+    from mm2spec.render import engine_files
+
+    assert [d.name for d in descriptors()] == list(ENGINE_FACTS)
+    for found in descriptors():
+        assert found.facts.module.startswith("mm2spec.engines.") and found.engine.facts is found.facts
+        assert found.facts.renderer.startswith("mm2spec.render.")
+        assert set(found.resource_kinds) <= set(KINDS), "every kind an engine registers is a registered kind"
+        assert all(KINDS[k].deployment_inputs is not None for k in found.resource_kinds)
+    for spec in (spark_spec, connect_spec):
+        found = descriptor(spec.engine)
+        assert {r.kind for r in engine_for(spec).deployment_resources().resources} == set(found.resource_kinds)
+        assert engine_files(spec, spec.engine) == engine_for(spec).deployment_files()
+    spec_schema = json.loads((ROOT / "schemas" / "dr-spec.schema.json").read_text())
+    assert spec_schema["properties"]["engine"]["enum"] == list(ENGINE_FACTS)
+    assert spec_schema["properties"]["engine"]["default"] == DEFAULT_ENGINE
+    plan_schema = (ROOT / "schemas" / "plan.schema.json").read_text()
+    assert re.search(r'"engine": \{[^}]*"enum": (\[[^]]*\])', plan_schema) and json.loads(
+        re.search(r'"engine": \{[^}]*"enum": (\[[^]]*\])', plan_schema).group(1)) == list(ENGINE_FACTS)
+    with pytest.raises(Mm2specError, match="use spark or connect"):
+        descriptor("flink")
 
 
 def test_connect_without_a_url_is_refused_and_not_planned(connect_spec):

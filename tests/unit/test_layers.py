@@ -446,6 +446,44 @@ def test_every_package_lists_its_modules():
     assert module_list_problems(TREE) == []
 
 
+def import_cycles(tree: Tree) -> list[list[str]]:
+    """The package's modules that import each other in a circle, directly or through others (every
+    import counts, a late one inside a function too; a module found by name through ``importlib``,
+    as an engine's or a renderer's, does not), each circle's modules sorted."""
+    files = [p for p in tree.files() if tree.parts(p)[0] == PACKAGE_NAME]
+    names = {".".join(tree.parts(p)) for p in files}
+    graph = {".".join(tree.parts(p)): sorted({m for _line, m in tree.imports(p) if m in names}) for p in files}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            found = []
+            while not found or found[-1] != module:
+                found.append(stack.pop())
+            if len(found) > 1:
+                circles.append(sorted(found))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert import_cycles(TREE) == [], "a circle of imports: move what both need below both"
+
+
 def test_every_layer_says_what_it_may_import_as_the_table_does():
     assert may_import_problems(TREE) == []
 
@@ -564,6 +602,7 @@ def test_the_rules_catch_violations(tmp_path):
         "mm2spec/mm2/bad.py:2: imports mm2spec.spec: mm2 is stdlib only",
     ]
     assert prints(tree) == ["mm2spec/live/ok.py:2: sys.stderr.write()", "mm2spec/spec/bad.py:3: print()"]
+    assert import_cycles(tree) == [["mm2spec.ops.modules.offsets", "mm2spec.ops.playbooks.runner"]]
 
 
 def test_the_table_checks_catch_a_bad_table(tmp_path):

@@ -23,15 +23,16 @@ from pulumi.runtime import set_mocks
 from mm2spec.errors import ProvisionFailed
 from mm2spec.live.types import LiveTopic
 from mm2spec.plan.desired import SourceSnapshot
-from mm2spec.provision import plugin, plugin_package, program
+from mm2spec.provision import connection, plugin, plugin_package, program
 from mm2spec.provision.base import Provider
-from mm2spec.provision.plugin_package import (ACL_BINDING, CONNECTOR, IMPORTABLE, TOKENS, TOPIC, Importable,
-                                              find_importable, import_entries, importables)
+from mm2spec.provision.kinds import KINDS
+from mm2spec.provision.plugin_package import TOKENS, Importable, find_importable, import_entries, importables
 from mm2spec.spec.load import load_desired_state
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
 URN = "urn:pulumi:it::mm2spec::mm2spec:index:DisasterRecovery$mm2spec:index:Topic::dr/orders"
+TOPIC, ACL_BINDING, CONNECTOR = (KINDS[name].token for name in ("Topic", "AclBinding", "Connector"))
 
 
 def call(coro):
@@ -265,7 +266,8 @@ def test_the_schema_lists_every_kind_with_the_providers_inputs():
         assert set(provider.identity_keys) <= set(resource["requiredInputs"])
     assert schema["resources"][TOPIC]["inputProperties"]["password"]["secret"] is True
     assert json.loads(plugin_package.schema_text()) == schema
-    assert set(IMPORTABLE) == {TOPIC, ACL_BINDING, CONNECTOR}
+    assert {k.token for k in KINDS.values() if k.importable} == {TOPIC, ACL_BINDING, CONNECTOR}
+    assert schema["resources"][TOPIC]["properties"]["adopted"] == {"type": "boolean"}
 
 
 def snapshot() -> dict[str, SourceSnapshot]:
@@ -339,10 +341,9 @@ def test_existing_reads_topics_once_per_cluster_and_the_rest_through_their_read(
 
 
 def test_plan_writes_the_import_file_for_the_existing_resources_under_the_projects_component(monkeypatch, tmp_path):
-    from mm2spec.cli import plan as plan_cli
-
+    plan_cli = plugin_package  # what `mm2spec plan --pulumi-import-file` calls
     state = load_desired_state(EXAMPLE, "prod")
-    monkeypatch.setattr("mm2spec.plan.desired.snapshot_sources", lambda state, admin_for: snapshot())
+    monkeypatch.setattr(plugin_package, "snapshot_sources", lambda state, admin_for: snapshot())
     seen = {}
 
     def existing(found, admin_for):
@@ -351,7 +352,7 @@ def test_plan_writes_the_import_file_for_the_existing_resources_under_the_projec
 
     monkeypatch.setattr(plugin_package, "existing", existing)
     for alias in program.used_clusters(state):
-        for secret in {program.provisioning_security(state.cluster(alias)).password_secret} - {None}:
+        for secret in {connection.provisioning_security(state.cluster(alias)).password_secret} - {None}:
             monkeypatch.setenv(secret, "pw")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "Pulumi.yaml").write_text("name: payments-dr\nruntime: python\n")

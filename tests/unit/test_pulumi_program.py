@@ -23,7 +23,7 @@ from mm2spec.spec.load import load_desired_state
 from mm2spec.plan.desired import SourceSnapshot
 from mm2spec.errors import ProvisionFailed, SecretMissing
 from mm2spec.live.types import LiveTopic
-from mm2spec.provision import acl, base, connection, connector, program, spark_deployment, topic, worker_config
+from mm2spec.provision import acl, base, component, connection, connector, program, spark_deployment, topic, worker_config
 from mm2spec.provision.files import RenderedFileProvider
 from mm2spec.render import connectors, spark_job_config
 
@@ -245,7 +245,7 @@ def test_spark_engine_writes_the_job_config_and_registers_no_connector(prod):
     assert deployment.inputs["root"] == str(ROOT)
     assert json.loads(deployment.inputs["content"]) == spark_job_config(prod)
     assert (deployment.inputs["run"], deployment.inputs["stateDir"]) == (False, ".mm2spec/spark/payments-dr")
-    assert declared.spark_deployment is not None
+    assert set(declared.of_kind("SparkDeployment")) == {"spark-mirror"} and not declared.of_kind("Connector")
 
 
 def test_spark_deployment_diff_and_the_job_environment(monkeypatch):
@@ -287,7 +287,8 @@ def test_connect_engine_registers_the_worker_config_and_each_connector(tmp_path)
     assert "group.id=connect-mirrormaker-primary-to-dr" in worker["content"]
     assert "${env:DR_MM2_PASSWORD}" in worker["content"] and "pw-" not in worker["content"]
     assert not mocks.of_type(":Deployment")
-    assert declared.worker_config is not None
+    assert set(declared.of_kind("WorkerConfig")) == {"connect-worker"}
+    assert sorted(declared.of_kind("Connector")) == sorted(found)
 
 
 def test_connect_engine_without_rest_url_is_refused_before_anything_is_registered(tmp_path):
@@ -320,7 +321,7 @@ def run_main(config: dict, secret_keys=(), monkeypatch=None, stack="prod", sourc
 
     @pulumi.runtime.test
     def body():
-        result["declared"] = program.main(snapshot=lambda state, admin_for: sources or snapshot())
+        result["declared"] = component.main(snapshot=lambda state, admin_for: sources or snapshot())
 
     try:
         body()
@@ -596,10 +597,10 @@ def test_the_sdks_debug_messages_are_not_sent_unless_asked(monkeypatch):
     sent = []
     monkeypatch.setattr(pulumi.log, "debug", lambda msg, *args, **kwargs: sent.append(msg))
     monkeypatch.setenv(program.SDK_DEBUG_ENV, "1")
-    program._skip_sdk_debug_messages()
+    program.skip_sdk_debug_messages()
     pulumi.log.debug("kept")
     monkeypatch.delenv(program.SDK_DEBUG_ENV)
-    program._skip_sdk_debug_messages()
+    program.skip_sdk_debug_messages()
     pulumi.log.debug("dropped")
     assert sent == ["kept"]
 
