@@ -2,9 +2,9 @@
 one is in flight go to the cluster together, as the next request.
 
 Why: a KRaft controller commits each CreateTopics, DeleteTopics or CreateAcls request on its own,
-so one topic per request is about 30 topics a second on this project's machines however many of the engine's
-requests run at once (a create of 2,026 resources took 62 s, with ``--parallel 8`` or 64 alike),
-while one request for 500 topics takes a tenth of a second. A provider method still handles one
+so one topic per request caps creates at a few dozen topics a second however many of the engine's
+requests run at once, while one request for hundreds of topics takes about as long as one for one
+(pulumi/README.md, "Scale"). A provider method still handles one
 resource, as the engine asks; ``Coalescer`` makes the requests of those that run at the same time
 one request, with no waiting added: the first goes alone, the next ones gather behind it.
 

@@ -56,7 +56,7 @@ Snapshot = Callable[[DesiredState, Callable[[str], KafkaAdmin]], Mapping[str, So
 
 def child_options(component: pulumi.Resource) -> pulumi.ResourceOptions:
     """Every child's options: parented to the component (``program.declare`` adds the aliases to
-    where earlier releases registered it: the stack's root, the dynamic providers' types)."""
+    where a stack may hold it otherwise: the stack's root, the dynamic providers' types)."""
     return pulumi.ResourceOptions(parent=component)
 
 

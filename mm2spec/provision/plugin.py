@@ -53,8 +53,8 @@ UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 #: How many requests the plugin works on at once: the engine sends every create, read and delete
 #: without a bound (``--parallel``'s default), and each mostly waits on a broker (a topic's create
 #: waits until its partitions are visible). The event loop's default is min(32, cores + 4) threads,
-#: six on two cores (a create of 10,000 topics: 486 s with six, 457 s with 32; bound elsewhere).
-#: ``THREADS_ENV`` sets another number.
+#: six on two cores, which would leave requests queued behind those waiting (the time of a large
+#: create is bound elsewhere, so more costs nothing). ``THREADS_ENV`` sets another number.
 DEFAULT_THREADS = 32
 THREADS_ENV = "MM2SPEC_PROVIDER_THREADS"
 
@@ -289,8 +289,7 @@ class _Servicer(sdk_server.ProviderServicer):
 
     A preview asks for a check and a diff of every resource, one resource after the other, so
     their cost is the preview's: through the SDK's property values (four maps converted to them
-    and to plain values, one back) they took 1.7 ms of the plugin's CPU each at 2,000 topics, most
-    of the plugin's time. They touch no cluster (a diff compares the recorded outputs with the new
+    and to plain values, one back) they were most of the plugin's CPU (pulumi/README.md, "Scale"). They touch no cluster (a diff compares the recorded outputs with the new
     inputs), so they also run on the event loop rather than in a worker thread."""
 
     async def Check(self, request: provider_pb2.CheckRequest, context) -> provider_pb2.CheckResponse:

@@ -71,13 +71,14 @@ class Declared:
 
 
 def earlier_urns(parent_urn: str | None, kind: type, name: str) -> list[str]:
-    """Where a resource of ``kind`` named ``name`` was in earlier releases, as alias URNs: a plugin
-    resource (``plugin_package.PluginResource``) under its dynamic twin's type, under the same
-    parent and at the stack's root (before the component); a dynamic resource at the root.
+    """Where a stack may hold a resource of ``kind`` named ``name`` under another type or parent,
+    as alias URNs: a plugin resource (``plugin_package.PluginResource``) under its dynamic twin's
+    type, under the same parent and at the stack's root (a stack made without the component); a
+    dynamic resource at the root.
 
     Plain URN strings rather than ``pulumi.Alias`` objects: the SDK turns each ``Alias`` into
-    several Outputs per resource, which was a third of the program's CPU at 2,000 resources (11.5
-    -> 7 ms a resource; a URN string costs a tenth of that). ``parent_urn`` is the parent's URN
+    several Outputs per resource, a large share of the program's CPU with thousands of resources,
+    where a URN string costs little (pulumi/README.md, "Scale"). ``parent_urn`` is the parent's URN
     (None: the resources are at the stack's root)."""
     twin = getattr(kind, "dynamic_type", None)
     dynamic = twin() if twin is not None else None
@@ -167,10 +168,9 @@ def resource_class(kind: ResourceKind, plugin: bool) -> Callable[..., pulumi.Res
     return kind.resource
 
 
-#: Resources registered per wave, and waves in flight at once (see ``in_waves``). Measured on a
-#: no-op preview of 2,026 resources (a stack of ``benchmarks/pulumi_scale.py``'s): waves of 200 one
-#: after the other cost the program 17 s of CPU, of 1,000 45 s, of 20 to 50 (one or two in flight)
-#: 9 to 11 s; the preview's time then no longer depended on it.
+#: Resources registered per wave, and waves in flight at once (see ``in_waves``): the program's CPU
+#: grows with the wave's size, and between 20 and 50 (one or two in flight) the preview's time no
+#: longer depends on it (``benchmarks/pulumi_scale.py``; pulumi/README.md, "Scale").
 WAVE = 25
 IN_FLIGHT = 2
 
