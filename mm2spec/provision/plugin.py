@@ -289,8 +289,9 @@ class _Servicer(sdk_server.ProviderServicer):
 
     A preview asks for a check and a diff of every resource, one resource after the other, so
     their cost is the preview's: through the SDK's property values (four maps converted to them
-    and to plain values, one back) they were most of the plugin's CPU (pulumi/README.md, "Scale"). They touch no cluster (a diff compares the recorded outputs with the new
-    inputs), so they also run on the event loop rather than in a worker thread."""
+    and to plain values, one back) they were most of the plugin's CPU (pulumi/README.md, "Scale").
+    They touch no cluster (a diff compares the recorded outputs with the new inputs), so they also
+    run on the event loop rather than in a worker thread."""
 
     async def Check(self, request: provider_pb2.CheckRequest, context) -> provider_pb2.CheckResponse:
         provider = Mm2specProvider._provider(request.urn.split("::")[2])
