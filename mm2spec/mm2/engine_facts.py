@@ -63,7 +63,7 @@ def engine_facts(name: str) -> EngineFacts:
     return ENGINE_FACTS[name]
 
 
-def engine_names(joiner: str = " or ") -> str:
-    """The engine names for messages: ``spark or connect``."""
-    names = list(ENGINE_FACTS)
+def engine_names(joiner: str = " or ", quote: str = "") -> str:
+    """The engine names for messages: ``spark or connect`` (``quote="'"``: ``'spark' or 'connect'``)."""
+    names = [f"{quote}{name}{quote}" for name in ENGINE_FACTS]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])}{joiner}{names[-1]}"

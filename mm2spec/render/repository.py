@@ -6,8 +6,11 @@ the editor's schema modeline and a copy of the schema next to it, ``Pulumi.yaml`
 per environment, the program (``__main__.py``: one ``DisasterRecovery`` component, imported from the
 installed package so Pulumi pickles its providers by reference), ``requirements.txt``, the CI workflow
 (``.github/workflows/dr-spec.yml``, from ``workflow``'s template), a pre-commit config, a ``.gitignore``
-and a README for the team. ``init_files`` is pure; ``check_init_folder`` refuses a
+and a README for the team. ``init_files`` is pure; ``check_spec`` validates the spec it wrote with the
+loader (from a temporary folder it deletes: the loader reads files); ``check_init_folder`` refuses a
 folder that holds files (unless ``force``) and ``write_repository`` writes through ``write_files``.
+The flags are checked by the DR spec schema's own rules (``NAME``, ``ALIAS``, ``ENVIRONMENT``) and
+``--engine`` takes the engines of ``mm2spec.mm2.engine_facts``.
 """
 
 from __future__ import annotations
@@ -27,15 +30,31 @@ from mm2spec.render.workflow import WORKFLOW_FILE, ci_workflow
 from mm2spec.spec.document import printable
 from mm2spec.spec.load import load_valid
 from mm2spec.spec.patterns import java_regex_error
+from mm2spec.spec.schema import schema
 
-NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
+def _schema_rule(*path: str) -> re.Pattern:
+    """The ``pattern`` at ``path`` in the DR spec's JSON Schema, for ``fullmatch`` (its ``^``/``$`` dropped):
+    init checks its flags by the schema's own rules, so the two cannot differ."""
+    node = schema()
+    for key in path:
+        node = node[key]
+    return re.compile(node["pattern"].removeprefix("^").removesuffix("$"))
+
+
+NAME = _schema_rule("properties", "metadata", "properties", "name")
 """``metadata.name`` (the schema's rule); also the Pulumi project's name and its config namespace."""
-ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
-"""A cluster alias or an environment name (the schema's rule)."""
+ALIAS = _schema_rule("properties", "clusters", "propertyNames")
+"""A cluster alias (the schema's rule)."""
+ENVIRONMENT = _schema_rule("properties", "environments", "propertyNames")
+"""An environment name (the schema's rule)."""
 ADDRESS = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
 """One bootstrap address, ``host:port`` (an IPv6 host in brackets)."""
 ENGINES = tuple(ENGINE_FACTS)
 """The engines ``--engine`` takes (mm2's table of engines)."""
+ENGINE_CHOICES = " | ".join(name + (" (MM2 on Kafka Connect)" if facts.runs_on_connect_workers else "")
+                            for name, facts in ENGINE_FACTS.items())
+"""The skeleton's comment on ``engine``: ``spark | connect (MM2 on Kafka Connect)``."""
 SCHEMA_FILE = "dr-spec.schema.json"
 SKELETON_SOURCE = ("primary", ("primary-1.example.com:9092", "primary-2.example.com:9092"))
 SKELETON_TARGET = ("dr", ("dr-1.example.com:9092", "dr-2.example.com:9092"))
@@ -59,7 +78,7 @@ class RepositoryOptions:
     environments: tuple[str, ...] = ("dev", "staging", "prod")
     """One overlay and one Pulumi stack each."""
     engine: str = DEFAULT_ENGINE
-    """Which runs the mirror: ``spark`` or ``connect``."""
+    """Which runs the mirror: one of ``ENGINES``."""
 
 
 def parse_cluster(flag: str, text: str) -> tuple[str, tuple[str, ...]]:
@@ -172,7 +191,7 @@ def _check(options: RepositoryOptions) -> None:
     if not options.environments:
         raise InitRefused("--environments names no environment: give at least one, e.g. dev,staging,prod")
     for env in options.environments:
-        if not ALIAS.fullmatch(env):
+        if not ENVIRONMENT.fullmatch(env):
             raise InitRefused(f"--environments: {printable(env)[:70]!r} must be letters, digits, '_' or '-'")
     if len(set(options.environments)) != len(options.environments):
         raise InitRefused("--environments names an environment twice")
@@ -240,7 +259,7 @@ mirrors:
     topics: {_flow(topics)}   # exact names or Java regular expressions
     groups: []                        # consumer groups whose offsets follow them to {target} (names or regexes)
 
-{"engine: " + options.engine:<38}# which runs the mirror: spark | connect (MM2 on Kafka Connect)
+{"engine: " + options.engine:<38}# which runs the mirror: {ENGINE_CHOICES}
 
 acls:
   manage: false                       # true: create the ACLs the mirror needs on both clusters (set acls.principal)

@@ -17,7 +17,9 @@ Modules, each calling only the ones listed before it (tests/unit/test_layers.py 
 MM2's rules are not copied here: they are ``mm2spec.mm2``, shared with mm2spec's plan, and errors
 are ``mm2spec.errors``' classes. This package is shipped to executors with addPyFile, in one zip
 with those two (stdlib only; ``pipeline.package_zip``); it must not be named ``spark`` or ``pyspark``.
+It ships inside mm2spec's wheel, so its version is mm2spec's (``mm2spec.__version__``, the one source).
 """
 
+from mm2spec import __version__
+
 __all__ = ["__version__"]
-__version__ = "0.1.0"

@@ -1,5 +1,6 @@
 """What every task of a run sees: the compiled spec, the options, the selected flows, shared facts,
-and the clients (made once per cluster, closed at the end).
+and the clients (made once per cluster, closed at the end); and the variables ``when`` conditions
+see (``WHEN_VARIABLES``: each one's name, meaning and value in one row).
 
 Tasks hand results to later tasks through ``facts`` (``offsets.translate`` leaves the translations
 for ``offsets.commit``), as Ansible's ``register`` does.
@@ -17,6 +18,7 @@ from mm2spec.errors import ClusterUnreachable, OperationRefused
 from mm2spec.live.kafka import KafkaAdmin, SecretLookup, env_secrets
 from mm2spec.live.lease import KafkaLeaseStore, LeaseStore
 from mm2spec.live.types import FailoverState
+from mm2spec.mm2.engine_facts import engine_names
 from mm2spec.spec.model import DesiredState, MirrorFlow
 
 # How long a wait task (drain, stop) waits unless its ``timeout`` argument says otherwise.
@@ -134,20 +136,47 @@ class Context:
         return self._states
 
     def variables(self) -> dict[str, Any]:
-        """The values ``when`` conditions see."""
+        """The values ``when`` conditions see: each of ``WHEN_VARIABLES``."""
         states = self.failover_states()
-        failover = self.spec.failover
-        return {
-            "check": self.options.check,
-            "planned": not self.options.source_unreachable,
-            "source_unreachable": self.options.source_unreachable,
-            "failed_over": bool(self.flows) and all(states.get(f.name) is not None and states[f.name].phase == "failed-over"
-                                                    for f in self.flows),
-            "resuming": any(f.name in states for f in self.flows),
-            "failing_back": any(s.phase == "failing-back" for s in states.values()),
-            "engine": self.spec.engine,
-            "fence": failover.fence and bool(failover.clients),
-            "clients": bool(failover.clients),
-            "exactly_once": any(f.exactly_once for f in self.flows),
-            "heartbeats": any(f.heartbeats for f in self.flows),
-        }
+        return {variable.name: variable.value(self, states) for variable in WHEN_VARIABLES}
+
+
+@dataclass(frozen=True)
+class WhenVariable:
+    """One name a playbook's ``when`` condition may use: what it means and how a run computes it."""
+
+    name: str
+    description: str
+    """What it means, for ``mm2spec playbook modules`` and the playbook schema."""
+    value: Callable[[Context, dict[str, FailoverState]], Any]
+    """Its value in a run, from the context and the selected flows' recorded failover states."""
+
+
+def _all_failed_over(ctx: Context, states: dict[str, FailoverState]) -> bool:
+    return bool(ctx.flows) and all(states.get(f.name) is not None and states[f.name].phase == "failed-over"
+                                   for f in ctx.flows)
+
+
+WHEN_VARIABLES = (
+    WhenVariable("check", "running with --check", lambda ctx, _states: ctx.options.check),
+    WhenVariable("planned", "the source answers (no --source-unreachable)",
+                 lambda ctx, _states: not ctx.options.source_unreachable),
+    WhenVariable("source_unreachable", "--source-unreachable was given",
+                 lambda ctx, _states: ctx.options.source_unreachable),
+    WhenVariable("failed_over", "every selected flow is recorded as failed over on DR", _all_failed_over),
+    WhenVariable("resuming", "a failover of a selected flow was started before (its state is on DR)",
+                 lambda ctx, states: any(f.name in states for f in ctx.flows)),
+    WhenVariable("failing_back", "a failback of a selected flow was started before (phase failing-back on DR)",
+                 lambda _ctx, states: any(s.phase == "failing-back" for s in states.values())),
+    WhenVariable("engine", "the spec's engine: " + engine_names(quote="'"), lambda ctx, _states: ctx.spec.engine),
+    WhenVariable("fence", "the spec's failover.fence (and client principals are listed)",
+                 lambda ctx, _states: ctx.spec.failover.fence and bool(ctx.spec.failover.clients)),
+    WhenVariable("clients", "the spec lists client principals under failover.clients",
+                 lambda ctx, _states: bool(ctx.spec.failover.clients)),
+    WhenVariable("exactly_once", "some selected flow mirrors with exactly-once",
+                 lambda ctx, _states: any(f.exactly_once for f in ctx.flows)),
+    WhenVariable("heartbeats", "some selected flow emits heartbeats",
+                 lambda ctx, _states: any(f.heartbeats for f in ctx.flows)),
+)
+"""Every variable of ``when`` conditions, in the order ``mm2spec playbook modules`` lists them: the one
+table both the checks of a playbook (``playbook.VARIABLES``) and a run's values come from."""

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import jsonschema
 
 from mm2spec.errors import PlaybookInvalid, SpecUnreadable
+from mm2spec.ops.playbooks.context import WHEN_VARIABLES
 from mm2spec.ops.playbooks.module import Module, report_sections
 from mm2spec.ops.playbooks.report import ReportSection
 from mm2spec.resources import playbook_dir, playbook_path
@@ -35,19 +36,9 @@ from mm2spec.spec.validate import Diagnostic
 TASK_KEYS = ("name", "tags", "when", "ignore_errors")
 PLAYBOOK_KEYS = ("name", "description", "tasks")
 
-VARIABLES = {
-    "check": "running with --check",
-    "planned": "the source answers (no --source-unreachable)",
-    "source_unreachable": "--source-unreachable was given",
-    "failed_over": "every selected flow is recorded as failed over on DR",
-    "resuming": "a failover of a selected flow was started before (its state is on DR)",
-    "failing_back": "a failback of a selected flow was started before (phase failing-back on DR)",
-    "engine": "the spec's engine: 'spark' or 'connect'",
-    "fence": "the spec's failover.fence (and client principals are listed)",
-    "clients": "the spec lists client principals under failover.clients",
-    "exactly_once": "some selected flow mirrors with exactly-once",
-    "heartbeats": "some selected flow emits heartbeats",
-}
+VARIABLES = {variable.name: variable.description for variable in WHEN_VARIABLES}
+"""The names a ``when`` condition may use, with what each means (``context.WHEN_VARIABLES``, which also
+computes them for a run)."""
 
 
 @dataclass(frozen=True)
