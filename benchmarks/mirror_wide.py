@@ -159,8 +159,8 @@ class EndOffsets:
                 out.append(0)
                 missing = True
         if missing:
-            # A client that asked before the topics existed kept failing for 10,000 of them after
-            # they did (2026-11-26): the next read starts from fresh metadata.
+            # A client that asked before the topics existed keeps failing for 10,000 of them after
+            # they do: the next read starts from fresh metadata.
             self.admin = AdminClient({"bootstrap.servers": self.bootstrap})
         return out
 

@@ -28,19 +28,19 @@ _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
 #: StorageTool formats an empty data folder with 2-3 s of CPU (a JVM start, class loading, SCRAM
-#: hashing: 2.2 s measured, 2.7 s secure). Its limit is CPU time, not wall time, so the machine's load
-#: does not decide: at a load of tens on two shared cores one format took over 120 s of wall time and
-#: failed a wall-clock limit. Twenty times the measured CPU is a runaway.
+#: hashing). Its limit is CPU time, not wall time, so the machine's load does not decide: on two
+#: shared cores under heavy load a format's wall time runs to minutes while its CPU stays the same.
+#: Twenty times its usual CPU is a runaway.
 FORMAT_CPU_LIMIT_S = 60.0
 #: Wall time only for a format blocked for good (a lock, a hung disk); load alone never gets there.
 FORMAT_WALL_LIMIT_S = 1800.0
 #: One readiness probe (a metadata request): a broker that is up answers in milliseconds. Short,
 #: because ``wait_all_ready`` probes again every poll until its own deadline.
 BROKER_PROBE_TIMEOUT_S = 3.0
-# The most heap a dev broker may take: Kafka's own start script's (-Xmx1G). At 512m, a pair holding
-# 10,000 topics and 60,000 ACL bindings had its old generation full and spent most of its time in
-# full collections (one DescribeConfigs of 2,000 topics took 3 s; every phase of a Pulumi benchmark
-# waited on it). The heap starts at 64m and grows only as a broker needs it.
+# The most heap a dev broker may take: Kafka's own start script's (-Xmx1G). With half that, a pair
+# holding 10,000 topics and 60,000 ACL bindings fills its old generation and spends most of its time
+# in full collections, which every request waits on (pulumi/README.md, Scale). The heap starts at
+# 64m and grows only as a broker needs it.
 BROKER_HEAP = "1g"
 
 

@@ -58,9 +58,9 @@ _QUIET.propagate = False
 PROPAGATION_POLL_S = 0.1
 # A write of ACL bindings on at most this many resources reads back only those resources (one
 # DescribeAcls each, sent at once), not every binding of the principal: a literal ACL resource is one
-# topic, and reading a principal's 20,000 bindings after each of 6,000 such creates was quadratic (a
-# 10,000-resource stack's create at 100% of the plugin's CPU for over 8 minutes). The creates of a few
-# dozen such resources go to the cluster together (``provision.acl``), so their reads do too.
+# topic, and reading all of a principal's bindings after each such create would make a stack's create
+# quadratic in its topics (tens of thousands of bindings read thousands of times). The creates of a
+# few dozen such resources go to the cluster together (``provision.acl``), so their reads do too.
 ACL_READ_BY_RESOURCE_MAX = 64
 # A delete reads per resource only this many: its filters per DeleteAcls follow the bindings it read
 # (``acl_filters_per_delete``: the controller tests each filter against every binding of the

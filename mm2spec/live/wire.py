@@ -2,10 +2,11 @@
 
 Why not the AdminClient: librdkafka always asks DescribeConfigs with ``IncludeSynonyms``, and
 confluent-kafka turns every entry and synonym of the answer into a Python ``ConfigEntry``: at 10,000
-topics ~570,000 objects, 3-4.5 CPU-s per cluster under the GIL, while a plan keeps only the few
-configs set on each topic. Here the request asks for no synonyms and the answer is walked in place,
-keeping only ``DYNAMIC_TOPIC_CONFIG`` entries: 0.4 CPU-s per cluster (measured 2026-11-26 on a
-secured dev pair; the broker's own ~4-5 CPU-s stay, it works out the synonyms either way).
+topics over half a million objects, seconds of CPU per cluster under the GIL, while a plan keeps
+only the few configs set on each topic. Here the request asks for no synonyms and the answer is
+walked in place, keeping only ``DYNAMIC_TOPIC_CONFIG`` entries, for a fraction of that CPU (the
+broker's own work stays: it works out the synonyms either way). The figures are in
+benchmarks/README.md (plan_1000_topics.py).
 ``mm2spec.live.kafka.KafkaAdmin`` is the only user; anything this module cannot do (a SASL
 mechanism other than PLAIN and SCRAM, a TLS or authentication failure, an old broker) raises
 ``WireUnavailable`` and the AdminClient reads instead.

@@ -40,19 +40,18 @@ EXACTLY_ONCE_SOURCE_SUPPORT_DEFAULT = "disabled"
 
 SPARK_TRIGGER_INTERVAL_DEFAULT = "500 milliseconds"
 """The micro-batch trigger when the config sets none. A record waits up to one interval for its
-batch, then for the batch: p50 0.8 s, p99 1.7 s at 20,000 records/s of 100 B on the 2-core
-benchmark machine (spark/README.md, Latency); 250 ms and 100 ms did not lower that there (the
-batches ran late and the driver's per-batch work took a core). An idle flow costs two
-ListOffsets a second."""
+batch, then for the batch; on the 2-core benchmark machine shorter intervals did not lower the
+latency (the batches ran late and the driver's per-batch work took a core; spark/README.md,
+Latency). An idle flow costs two ListOffsets a second."""
 
 SPARK_MAX_OFFSETS_PER_TRIGGER_DEFAULT = 1_000_000
 """Most records per micro-batch when the config sets none. Without a cap a backlog (a new flow, a
 restart after an outage) runs as one batch: nothing reaches the target's consumers, no offset
 sync is written and no progress is checkpointed until all of it is copied. A batch's fixed cost
-(checkpoint logs, ListOffsets, planning, scheduling: ~0.1 s on an idle 2-core machine) is paid
-per batch, so the cap sets the catch-up rate: 100,000 held Spark to 0.55x MM2 at 100 B; with
-1,000,000 it reached 1.70x at 100 B and 1.38x at 1 KB (spark/README.md, Benchmark), in batches of
-2-3 s at 100 B and ~9 s at 1 KB."""
+(checkpoint logs, ListOffsets, planning, scheduling) is paid per batch, so the cap sets the
+catch-up rate: a tenth of this held Spark below MM2's rate at 100 B, this one puts it above MM2's
+at both record sizes, in catch-up batches of seconds (spark/README.md, Configuration and
+Benchmark)."""
 
 SPARK_SOURCE_DEFAULT = "mirror"
 """The Spark job's Kafka source when the config names none: ``mirror``, mm2spec's own (a bounded
@@ -71,15 +70,14 @@ SPARK_MODE_DEFAULT = "microbatch"
 micro-batches: the most records/s, latency of a trigger plus a batch) or ``realtime`` (Spark's
 Real-time Mode: long-running tasks hand each record to the writer as it is fetched, MM2's model;
 one task slot per task of every flow, for ever). The rules of each are in ``mm2.spark_modes``.
-Micro-batch stays the default although Real-time Mode measured better on 2 cores (p99 38 ms against
-639 ms at 20,000 records/s; 2.28x and 1.12x micro-batch's records/s at 100 B and 1 KB): it holds its
-slots for ever, and on a cluster master a stop replays its running batch (spark/README.md)."""
+Micro-batch stays the default although Real-time Mode has the lower latency and the higher
+records/s (spark/README.md, Real-time Mode): it holds its slots for ever, and on a cluster master a
+stop replays its running batch."""
 SPARK_MODES = ("microbatch", "realtime")
 SPARK_REALTIME_BATCH_DURATION_DEFAULT = "60 seconds"
 """How long one Real-time batch runs before its source offsets are committed to the checkpoint (the
 tasks write offset syncs as they go, not per batch). A crash replays at most this much
 (at-least-once duplicates), as MM2 replays up to Connect's ``offset.flush.interval.ms`` (60 s by
-default); a graceful stop ends the batch first and replays nothing. Each boundary pauses the flow for
-~0.65 s (all tasks end, the checkpoint is written, the next batch is planned and started): with 5 s
-batches p99 latency was 599 ms at 20,000 records/s against 113 ms with 60 s (spark/README.md,
-Real-time Mode)."""
+default); a graceful stop ends the batch first and replays nothing. Each boundary pauses the flow
+(all tasks end, the checkpoint is written, the next batch is planned and started), so short batches
+raise the p99 latency (spark/README.md, Real-time Mode)."""

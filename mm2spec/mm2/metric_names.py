@@ -130,7 +130,7 @@ METRICS: tuple[Metric, ...] = (
          "Time from the group's commit to its checkpoint (ms).", MIRROR_CHECKPOINT),
     _mm2("kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms_max", "checkpoint-latency-ms-max",
          "Largest checkpoint latency (ms).", MIRROR_CHECKPOINT),
-    # The Connect worker running MM2 (seed 002's worker, task and rebalance tables).
+    # The Connect worker running MM2 (Connect's worker, task and rebalance metrics).
     _connect("kafka_connect_worker_connector_count", WORKER, "connector-count", "Connectors on this worker."),
     _connect("kafka_connect_worker_task_count", WORKER, "task-count", "Tasks on this worker."),
     _connect("kafka_connect_worker_connector_total_task_count", WORKER_CONNECTOR, "connector-total-task-count",

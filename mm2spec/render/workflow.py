@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from importlib.resources import files
-from typing import Any, Iterable
+from typing import Iterable
 
 import yaml
 
@@ -65,25 +65,6 @@ def ci_workflow(spec_file: str, environments: Iterable[str], secrets: Iterable[s
     for placeholder, value in values.items():
         text = text.replace(placeholder, value)
     return text
-
-
-def password_secrets(document: Any) -> tuple[str, ...]:
-    """Every ``passwordSecret`` name in a parsed spec (base and overlays), in order, each once."""
-    found: dict[str, None] = {}
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "passwordSecret" and isinstance(value, str):
-                    found[value] = None
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(document)
-    return tuple(found)
 
 
 def _scalar(text: str) -> str:

@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -61,9 +61,6 @@ class MirrorDeployment:
     @property
     def status_file(self) -> Path:
         return Path(self.state_dir) / "status.json"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

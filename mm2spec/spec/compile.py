@@ -2,8 +2,9 @@
 
 This is where the spec's meaning lives: defaults, the internal topics each flow needs (all with
 replication factor -1; each flow's probe topic with them), and the ACL bindings of the mirroring
-principal (seed 000, section 5.7; plus each flow's probe topic) plus those the Connect worker needs
-for itself (internal topics, group, transactional IDs, idempotence).
+principal (those of Red Hat's guide "Setting up MirrorMaker for disaster recovery", section 5.7,
+plus each flow's probe topic) plus those the Connect worker needs for itself (internal topics,
+group, transactional IDs, idempotence).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from mm2spec.spec.patterns import NamePattern, classify
 
 COMPACT = (("cleanup.policy", "compact"),)
 
-# Operations by role, from seed 000 section 5.7.
+# Operations by role, as Red Hat's guide "Setting up MirrorMaker for disaster recovery" lists them
+# (section 5.7, "Configuring authorizations for MirrorMaker").
 SOURCE_TOPIC_OPS = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 TARGET_TOPIC_OPS = ("CREATE", "DESCRIBE", "WRITE", "ALTER", "ALTER_CONFIGS", "READ")
 OFFSET_SYNCS_OPS = ("CREATE", "DESCRIBE", "WRITE", "READ")
@@ -208,9 +210,9 @@ def derive_internal_topics(mirrors: tuple[MirrorFlow, ...], connect: ConnectClus
 
 def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster, principal: str,
                 spark_job: str | None = None) -> tuple[tuple[AclBinding, ...], tuple[AclPattern, ...]]:
-    """ACLs for the mirroring principal (seed 000 section 5.7) and for the Connect worker itself;
-    with ``spark_job`` (the job's name when the Spark engine mirrors) also those of its
-    exactly-once writer."""
+    """ACLs for the mirroring principal (those of Red Hat's DR guide, section 5.7) and for the
+    Connect worker itself; with ``spark_job`` (the job's name when the Spark engine mirrors) also
+    those of its exactly-once writer."""
     bindings: dict[tuple, AclBinding] = {}
     patterns: dict[tuple, AclPattern] = {}
 

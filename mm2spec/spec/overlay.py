@@ -36,9 +36,9 @@ def _is_named_list(node: Node, list_key: str | None) -> bool:
 def merge(target: Node | None, patch: Node, list_key: str | None = None) -> Node | None:
     """RFC 7386 merge of ``patch`` over ``target``; returns None when the patch deletes the value.
 
-    Exception to RFC 7386 (as DESIGN.md specifies): when both sides are lists whose items all have
-    names, items merge by name (an overlay entry patches the base entry of the same name, new names
-    are appended) instead of the overlay list replacing the base list.
+    Exception to RFC 7386 (the DR spec's rule for environments): when both sides are lists whose
+    items all have names, items merge by name (an overlay entry patches the base entry of the same
+    name, new names are appended) instead of the overlay list replacing the base list.
     """
     if isinstance(patch, Scalar) and patch.value is None:
         return None

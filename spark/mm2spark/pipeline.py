@@ -54,9 +54,9 @@ SOURCE_CONSUMER_KEYS = ("isolation.level", "fetch.min.bytes", "fetch.max.bytes",
 #: fetch.max.wait.ms: a batch only asks for records that exist (its ranges end at most at the
 #: source's end), but a fetch that reaches a partition's end (the next one, sent ahead by the
 #: consumer) is held by the broker for up to this long and blocks the consumer's next fetch: at the
-#: default 500 ms, Spark's source took 281 s for the 1,000-partition backlog, 32 s at 10 ms
-#: (spark/README.md, Profile at width). Consumers poll only inside a batch's tasks, so a short wait
-#: costs no idle polling.
+#: default 500 ms, Spark's source took several times as long over a 1,000-partition backlog as at
+#: 10 ms (spark/README.md, Profile at width). Consumers poll only inside a batch's tasks, so a short
+#: wait costs no idle polling.
 SOURCE_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": "4194304",
                             "fetch.max.wait.ms": "10"}
 

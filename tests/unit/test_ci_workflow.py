@@ -15,7 +15,8 @@ from mm2spec import __version__
 from mm2spec.cli import main
 from mm2spec.components import versions
 from mm2spec.render.repository import RepositoryOptions, init_files
-from mm2spec.render.workflow import PLAN_MARKER, WORKFLOW_FILE, ci_workflow, password_secrets, workflow_template
+from mm2spec.render.workflow import PLAN_MARKER, WORKFLOW_FILE, ci_workflow, workflow_template
+from mm2spec.spec.load import load_desired_state
 from mm2spec.spec.secrets import holds_secret, is_sensitive_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,11 +25,22 @@ EXAMPLE_ENVIRONMENTS = ("dev", "staging", "prod")
 PULUMI_SECRETS = {"PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE"}
 
 
+def spec_secrets(path: Path, environments: tuple[str, ...]) -> tuple[str, ...]:
+    """Every secret name the spec's clusters hold (the mirror's and the admin's ``passwordSecret``),
+    in the base and in each environment, in order, each once."""
+    found: dict[str, None] = {}
+    for env in (None, *environments):
+        for cluster in load_desired_state(path, env).clusters:
+            for name in (cluster.security.password_secret, cluster.security.admin_password_secret):
+                if name:
+                    found[name] = None
+    return tuple(found)
+
+
 def example_workflow() -> str:
     """The template filled in for this checkout: the example spec, its stacks, its passwordSecrets."""
-    spec = yaml.safe_load((ROOT / EXAMPLE_SPEC).read_text())
-    return ci_workflow(EXAMPLE_SPEC, EXAMPLE_ENVIRONMENTS, password_secrets(spec), "mm2spec[pulumi]",
-                       versions()["PULUMI_VERSION"])
+    return ci_workflow(EXAMPLE_SPEC, EXAMPLE_ENVIRONMENTS, spec_secrets(ROOT / EXAMPLE_SPEC, EXAMPLE_ENVIRONMENTS),
+                       "mm2spec[pulumi]", versions()["PULUMI_VERSION"])
 
 
 def init_workflow(**options) -> str:
@@ -155,9 +167,9 @@ def _check_secrets(workflow: dict, text: str, secrets: set[str]) -> None:
 
 
 def test_the_example_has_the_structure():
-    spec = yaml.safe_load((ROOT / EXAMPLE_SPEC).read_text())
-    assert password_secrets(spec) == ("PRIMARY_MM2_PASSWORD", "DR_MM2_PASSWORD")
-    _check_structure(example_workflow(), EXAMPLE_SPEC, EXAMPLE_ENVIRONMENTS, set(password_secrets(spec)))
+    secrets = spec_secrets(ROOT / EXAMPLE_SPEC, EXAMPLE_ENVIRONMENTS)
+    assert secrets == ("PRIMARY_MM2_PASSWORD", "DR_MM2_PASSWORD")
+    _check_structure(example_workflow(), EXAMPLE_SPEC, EXAMPLE_ENVIRONMENTS, set(secrets))
 
 
 def test_init_writes_the_workflow_for_its_spec(tmp_path, capsys):
@@ -179,13 +191,13 @@ def test_the_secrets_are_the_ones_the_spec_names_once_its_security_is_uncommente
     files = init_files(RepositoryOptions(name="payments-dr"), (ROOT / "schemas/dr-spec.schema.json").read_text(),
                        __version__)
     spec = re.sub(r"^    # (security:|  \w+:)", r"    \1", files["payments-dr.dr.yaml"], flags=re.MULTILINE)
-    names = password_secrets(yaml.safe_load(spec))
-    assert names == ("PRIMARY_MM2_PASSWORD", "DR_MM2_PASSWORD")
-    referenced = {name for name in re.findall(r"secrets\.([A-Za-z0-9_]+)", files[WORKFLOW_FILE]) if name != "NAME"}
-    assert referenced == set(names) | PULUMI_SECRETS
     for name in ("payments-dr.dr.yaml", "dr-spec.schema.json"):
         (tmp_path / name).write_text(spec if name.endswith(".dr.yaml") else files[name])
     assert main(["validate", str(tmp_path / "payments-dr.dr.yaml")]) == 0
+    names = spec_secrets(tmp_path / "payments-dr.dr.yaml", RepositoryOptions(name="payments-dr").environments)
+    assert names == ("PRIMARY_MM2_PASSWORD", "DR_MM2_PASSWORD")
+    referenced = {name for name in re.findall(r"secrets\.([A-Za-z0-9_]+)", files[WORKFLOW_FILE]) if name != "NAME"}
+    assert referenced == set(names) | PULUMI_SECRETS
 
 
 @pytest.mark.parametrize("environments", [("dev",), ("on", "1", "null"), ("Test_1", "prod-eu", "prod-us")])
