@@ -4,7 +4,7 @@
 # $MM2SPEC_CACHE/actionlint-$ACTIONLINT_VERSION/bin/, idempotently, at the version pinned in
 # scripts/versions.env. `go install MODULE@VERSION` builds against actionlint's own go.mod and
 # go.sum, so the build is the same on every machine. Needs Go; a cold build (empty Go caches)
-# downloads a few MB of modules and took 58 s on a busy two-core machine (14 s with modules cached).
+# downloads a few MB of modules: about a minute on two cores, much less with the modules cached.
 # Usage: scripts/install-actionlint.sh [--force]
 set -euo pipefail
 # shellcheck source=install-common.sh

@@ -226,7 +226,7 @@ class MirrorFlow:
         return _selected(groups, self.group_selection, self.groups_exclude_all)
 
     def connector_name(self, kind: str) -> str:
-        """<name>-Mirror<Kind>Connector, e.g. primary-to-dr-MirrorSourceConnector (seed 000)."""
+        """<name>-Mirror<Kind>Connector, e.g. primary-to-dr-MirrorSourceConnector (the naming Red Hat's DR guide uses)."""
         return f"{self.name}-Mirror{kind}Connector"
 
 
