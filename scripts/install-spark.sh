@@ -5,7 +5,9 @@
 # is downloaded when a job starts. Idempotent: a stamp file marks a complete install.
 # Spark itself comes from the pip pyspark package; its version must equal SPARK_VERSION.
 # Also compiles the job's writer (spark/java) against pyspark's own jars into mm2spec-spark-writer.jar
-# there, with the Spark version it was built for inside (the job refuses a jar built for another).
+# there, with the Spark version it was built for inside (the job refuses a jar built for another),
+# and fetches the JUnit Platform console launcher (JUNIT_CONSOLE_VERSION, one jar) that
+# spark/java-tests/run.sh runs the writer's tests with, into $MM2SPEC_CACHE/junit-<v>/.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -25,6 +27,20 @@ if [ -x "$python" ]; then
     echo "install-spark: the connector jars must match Spark exactly: align pyproject.toml and versions.env" >&2
     exit 1
   fi
+fi
+
+# The tests' launcher first: the installs below may end early when the connector is current.
+junit_dir="$MM2SPEC_CACHE/junit-$JUNIT_CONSOLE_VERSION"
+junit_jar="junit-platform-console-standalone-$JUNIT_CONSOLE_VERSION.jar"
+if [ ! -f "$junit_dir/$junit_jar" ]; then
+  command -v mvn >/dev/null || { echo "install-spark: Maven (mvn) is required" >&2; exit 1; }
+  echo "install-spark: fetching $junit_jar with Maven" >&2
+  mkdir -p "$junit_dir"
+  mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+    -Dartifact="org.junit.platform:junit-platform-console-standalone:$JUNIT_CONSOLE_VERSION:jar" \
+    -DoutputDirectory="$junit_dir/tmp" >"$junit_dir/maven.log" 2>&1 || { cat "$junit_dir/maven.log" >&2; exit 1; }
+  mv "$junit_dir/tmp/$junit_jar" "$junit_dir/$junit_jar"  # whole, or not there
+  rm -rf "$junit_dir/tmp"
 fi
 
 java_src="$root/spark/java"

@@ -10,10 +10,12 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.function.Function;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -33,8 +35,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * markers.
  */
 final class Producers {
-    private static final Map<String, ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>>> POOLS = new ConcurrentHashMap<>();
-    private static final Map<String, KafkaProducer<byte[], byte[]>> TRANSACTIONAL = new ConcurrentHashMap<>();
+    private static final Map<String, ConcurrentLinkedDeque<Producer<byte[], byte[]>>> POOLS = new ConcurrentHashMap<>();
+    private static final Map<String, Producer<byte[], byte[]>> TRANSACTIONAL = new ConcurrentHashMap<>();
     private static final Map<String, OffsetAndMetadata> COMMITTED = new ConcurrentHashMap<>();
     private static final Map<String, Admin> ADMINS = new ConcurrentHashMap<>();
     /** Threads learning topic metadata at once ({@link #warm}). */
@@ -43,8 +45,8 @@ final class Producers {
     private Producers() {
     }
 
-    static KafkaProducer<byte[], byte[]> borrow(WriterSettings settings) {
-        KafkaProducer<byte[], byte[]> producer = pool(settings).pollFirst();
+    static Producer<byte[], byte[]> borrow(WriterSettings settings) {
+        Producer<byte[], byte[]> producer = pool(settings).pollFirst();
         return producer != null ? producer : create(settings.producerProperties());
     }
 
@@ -56,7 +58,7 @@ final class Producers {
      * learn that many topics a round trip. A topic whose metadata cannot be had fails in send, as
      * before.
      */
-    static void warm(KafkaProducer<byte[], byte[]> producer, List<String> topics) {
+    static void warm(Producer<byte[], byte[]> producer, List<String> topics) {
         if (topics.isEmpty()) {
             return;
         }
@@ -86,7 +88,7 @@ final class Producers {
     }
 
     /** A producer whose every send succeeded goes back to the pool; any other is closed. */
-    static void giveBack(WriterSettings settings, KafkaProducer<byte[], byte[]> producer, boolean healthy) {
+    static void giveBack(WriterSettings settings, Producer<byte[], byte[]> producer, boolean healthy) {
         if (healthy) {
             pool(settings).addFirst(producer);
         } else {
@@ -94,12 +96,12 @@ final class Producers {
         }
     }
 
-    static KafkaProducer<byte[], byte[]> transactional(WriterSettings settings, String transactionalId) {
+    static Producer<byte[], byte[]> transactional(WriterSettings settings, String transactionalId) {
         String key = settings.key() + "\n" + transactionalId;
         return TRANSACTIONAL.computeIfAbsent(key, unused -> {
             Properties props = settings.producerProperties();
             props.put("transactional.id", transactionalId);
-            KafkaProducer<byte[], byte[]> producer = create(props);
+            Producer<byte[], byte[]> producer = create(props);
             // Fences an older producer with this id (a killed driver's, another executor's) and
             // aborts the transaction it left open.
             producer.initTransactions();
@@ -120,7 +122,7 @@ final class Producers {
     /** Forgets a transactional producer that failed (fenced, or its transaction in an unknown state). */
     static void discard(WriterSettings settings, String transactionalId) {
         COMMITTED.remove(settings.key() + "\n" + transactionalId);
-        KafkaProducer<byte[], byte[]> producer = TRANSACTIONAL.remove(settings.key() + "\n" + transactionalId);
+        Producer<byte[], byte[]> producer = TRANSACTIONAL.remove(settings.key() + "\n" + transactionalId);
         if (producer != null) {
             producer.close(java.time.Duration.ZERO);
         }
@@ -130,11 +132,16 @@ final class Producers {
         return ADMINS.computeIfAbsent(settings.key(), unused -> Admin.create(settings.adminProperties()));
     }
 
-    private static ConcurrentLinkedDeque<KafkaProducer<byte[], byte[]>> pool(WriterSettings settings) {
+    private static ConcurrentLinkedDeque<Producer<byte[], byte[]>> pool(WriterSettings settings) {
         return POOLS.computeIfAbsent(settings.key(), unused -> new ConcurrentLinkedDeque<>());
     }
 
-    private static KafkaProducer<byte[], byte[]> create(Properties props) {
-        return new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+    /** Makes every producer of the writer (the records', the transactional ones, the offset syncs'):
+     *  Kafka's, except in spark/java-tests, which put MockProducers here. */
+    static volatile Function<Properties, Producer<byte[], byte[]>> factory =
+        props -> new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+
+    static Producer<byte[], byte[]> create(Properties props) {
+        return factory.apply(props);
     }
 }

@@ -10,7 +10,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
-import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -39,7 +39,7 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
 
     private final WriterSettings settings;
     private final WriteResults results;
-    private transient KafkaProducer<byte[], byte[]> producer;
+    private transient Producer<byte[], byte[]> producer;
     private transient Map<String, PartitionWrite> byPartition;
     private transient List<PartitionWrite> writes;
     private transient long began;

@@ -11,7 +11,7 @@ import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -35,7 +35,7 @@ final class SliceTransactions {
 
     private final WriterSettings settings;
     private final String transactionalId;
-    private final KafkaProducer<byte[], byte[]> producer;
+    private final Producer<byte[], byte[]> producer;
     private final SyncWriter syncs;
     private final Map<TopicPartition, Long> progress = new HashMap<>();
     private final Set<PartitionWrite> touched = new LinkedHashSet<>();
@@ -44,11 +44,21 @@ final class SliceTransactions {
     private boolean failed;
 
     SliceTransactions(WriterSettings settings, long slice, SyncWriter syncs) {
+        this(settings, slice, syncs, null);
+    }
+
+    /** {@code committed}: the progress group's offsets as read back, or null to read them now (after
+     *  the producer's initTransactions); spark/java-tests give them instead of a cluster. */
+    SliceTransactions(WriterSettings settings, long slice, SyncWriter syncs, Map<TopicPartition, Long> committed) {
         this.settings = settings;
         this.transactionalId = settings.sliceTransactionalId(slice);
         this.syncs = syncs;
         this.producer = Producers.transactional(settings, transactionalId);
-        readProgress();
+        if (committed == null) {
+            readProgress();
+        } else {
+            progress.putAll(committed);
+        }
     }
 
     private void readProgress() {

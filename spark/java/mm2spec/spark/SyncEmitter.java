@@ -12,8 +12,9 @@ import java.util.List;
  * first record, when the upstream offsets skip or the downstream one goes back, and when the
  * downstream offset moved offset.lag.max past the last sync; then a delayed sync for the latest
  * record ({@link #delayed}). Both implementations must answer alike:
- * tests/unit/test_spark_job.py runs this class ({@link #main}) and the Python one on the same
- * random runs and compares every sync.
+ * tests/integration/test_sync_rule_parity.py runs this class ({@link #main}) and the Python one on
+ * the same random runs and compares every sync; spark/java-tests' SyncEmitterTest compares it with
+ * MM2's own OffsetSyncWriter.
  */
 public final class SyncEmitter {
     private final long offsetLagMax;
@@ -77,7 +78,7 @@ public final class SyncEmitter {
     }
 
     /** Runs the rule on the lines of standard input ("lag N", "run U D C", "delayed"), one output line
-     *  per sync ("U D"), then "end" per input line: the cross-check of tests/unit/test_spark_job.py. */
+     *  per sync ("U D"), then "end" per input line: the cross-check of tests/integration/test_sync_rule_parity.py. */
     public static void main(String[] args) throws java.io.IOException {
         java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
         SyncEmitter emitter = new SyncEmitter(0);

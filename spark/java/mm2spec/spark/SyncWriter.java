@@ -6,9 +6,8 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
-import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * Writes a Real-time task's offset syncs as it goes, as MM2's tasks do: the runs its records landed
@@ -19,10 +18,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 final class SyncWriter {
     private static final Map<String, SyncEmitter> EMITTERS = new ConcurrentHashMap<>();
-    private static final Map<String, KafkaProducer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
+    private static final Map<String, Producer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
 
     private final WriterSettings settings;
-    private final KafkaProducer<byte[], byte[]> producer;
+    private final Producer<byte[], byte[]> producer;
     private final String topic;
     final AtomicLong written = new AtomicLong();
     final AtomicLong failed = new AtomicLong();
@@ -31,8 +30,7 @@ final class SyncWriter {
     SyncWriter(WriterSettings settings) {
         this.settings = settings;
         this.topic = settings.syncsTopic();
-        this.producer = PRODUCERS.computeIfAbsent(settings.key(), k ->
-            new KafkaProducer<>(settings.syncsProducerProperties(), new ByteArraySerializer(), new ByteArraySerializer()));
+        this.producer = PRODUCERS.computeIfAbsent(settings.key(), k -> Producers.create(settings.syncsProducerProperties()));
     }
 
     /** Emits the syncs of the runs acknowledged since the last call, then each touched partition's

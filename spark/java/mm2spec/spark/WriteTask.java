@@ -11,7 +11,7 @@ import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Metric;
@@ -68,7 +68,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
     // ------------------------------------------------------------------ at-least-once
 
     private Map<String, Double> atLeastOnce(Iterator<InternalRow> rows, List<PartitionWrite> writes) {
-        KafkaProducer<byte[], byte[]> producer = Producers.borrow(settings);
+        Producer<byte[], byte[]> producer = Producers.borrow(settings);
         boolean healthy = false;
         try {
             Producers.warm(producer, newTopics);
@@ -135,7 +135,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         final String transactionalId;
         final long next;
         final long committedDownstream;
-        KafkaProducer<byte[], byte[]> producer;
+        Producer<byte[], byte[]> producer;
         /** Begun and not yet committed: what {@link #abandon} aborts. */
         boolean open;
 
@@ -263,7 +263,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         }
     }
 
-    private static void send(KafkaProducer<byte[], byte[]> producer, PartitionWrite write, InternalRow row) {
+    private static void send(Producer<byte[], byte[]> producer, PartitionWrite write, InternalRow row) {
         byte[] key = row.isNullAt(KEY) ? null : row.getBinary(KEY);
         byte[] value = row.isNullAt(VALUE) ? null : row.getBinary(VALUE);
         Long timestamp = row.isNullAt(TIMESTAMP) ? null : Math.floorDiv(row.getLong(TIMESTAMP), 1000L);
@@ -272,7 +272,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
 
     /** Sends one record to the source partition's target partition, its callback recording where it
      *  landed ({@link PartitionWrite#sent}); {@code timestamp} in ms or null. */
-    static void send(KafkaProducer<byte[], byte[]> producer, PartitionWrite write, long offset, Long timestamp,
+    static void send(Producer<byte[], byte[]> producer, PartitionWrite write, long offset, Long timestamp,
                      byte[] key, byte[] value, RecordHeaders headers) {
         ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(write.targetTopic, write.partition, timestamp, key,
                                                                      value, headers);
@@ -302,7 +302,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         }
     }
 
-    static Map<String, Double> metrics(KafkaProducer<byte[], byte[]> producer) {
+    static Map<String, Double> metrics(Producer<byte[], byte[]> producer) {
         Map<String, Double> out = new LinkedHashMap<>();
         for (Map.Entry<MetricName, ? extends Metric> entry : producer.metrics().entrySet()) {
             MetricName name = entry.getKey();

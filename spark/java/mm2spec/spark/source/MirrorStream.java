@@ -179,7 +179,7 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
 
     /** Lowers {@code end} so the batch holds at most {@code maxRows} records, each partition's share
      *  prorated by its backlog (as Spark's Kafka source does). */
-    private static void capped(Map<TopicPartition, Long> starts, Map<TopicPartition, Long> end, long maxRows) {
+    static void capped(Map<TopicPartition, Long> starts, Map<TopicPartition, Long> end, long maxRows) {
         long total = 0;
         for (Map.Entry<TopicPartition, Long> entry : end.entrySet()) {
             total += Math.max(0, entry.getValue() - starts.getOrDefault(entry.getKey(), entry.getValue()));
