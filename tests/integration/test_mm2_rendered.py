@@ -337,7 +337,7 @@ def test_rendered_connector_configs_pass_mm2_validation(case, kafka_pair, render
         state = load_desired_state(spec, "dev")
         expected = {"primary-to-dr-MirrorSourceConnector", "primary-to-dr-MirrorCheckpointConnector"}
     else:
-        spec = retarget_example("seed000-a-to-b.yaml", tmp_path / "spec.yaml",
+        spec = retarget_example("redhat-dr-a-to-b.yaml", tmp_path / "spec.yaml",
                                 {"A": kafka_pair.primary.bootstrap, "B": kafka_pair.dr.bootstrap})
         state = load_desired_state(spec, None)
         expected = {"A-to-B-MirrorSourceConnector", "A-to-B-MirrorCheckpointConnector"}

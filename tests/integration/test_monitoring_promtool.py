@@ -22,7 +22,7 @@ from tests.integration.required import missing_component
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
-CONNECT = ROOT / "examples" / "seed000-a-to-b.yaml"
+CONNECT = ROOT / "examples" / "redhat-dr-a-to-b.yaml"
 KUBERNETES = ROOT / "examples" / "spark-on-kubernetes.dr.yaml"
 
 

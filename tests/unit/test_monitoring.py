@@ -24,7 +24,7 @@ from mm2spec.spec.model import Objectives
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
-CONNECT = ROOT / "examples" / "seed000-a-to-b.yaml"
+CONNECT = ROOT / "examples" / "redhat-dr-a-to-b.yaml"
 
 PROMQL_WORDS = {
     # functions and aggregations the rendered queries use, and PromQL's keywords

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "spark"))
 from mm2spark.config import parse_job_config  # noqa: E402
 from mm2spark.topics import subscribe_pattern  # noqa: E402
 
-SEED = ROOT / "examples" / "seed000-a-to-b.yaml"
+SEED = ROOT / "examples" / "redhat-dr-a-to-b.yaml"
 EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
 SOURCE_OPS = {"READ", "DESCRIBE", "DESCRIBE_CONFIGS"}
 TARGET_OPS = {"CREATE", "DESCRIBE", "WRITE", "ALTER", "ALTER_CONFIGS", "READ"}

@@ -23,7 +23,7 @@ CASES = {
     "example-dev": ("examples/dr-spec.example.yaml", "dev"),
     "example-staging": ("examples/dr-spec.example.yaml", "staging"),
     "example-prod": ("examples/dr-spec.example.yaml", "prod"),
-    "seed000": ("examples/seed000-a-to-b.yaml", None),
+    "seed000": ("examples/redhat-dr-a-to-b.yaml", None),
 }
 
 
@@ -84,7 +84,7 @@ def _fill(value: str, placeholders: dict[str, str]) -> str:
 
 def test_seed000_examples_appear_key_by_key(monkeypatch):
     monkeypatch.chdir(ROOT)
-    state = load_desired_state("examples/seed000-a-to-b.yaml", None)
+    state = load_desired_state("examples/redhat-dr-a-to-b.yaml", None)
     files = render_files(state)
     placeholders = {
         "<SOURCE_BOOTSTRAP_SERVERS>": state.cluster("A").bootstrap,
@@ -109,7 +109,7 @@ def test_seed000_examples_appear_key_by_key(monkeypatch):
 
 
 def test_seed000_acls_contain_section_5_7():
-    state = load_desired_state(ROOT / "examples/seed000-a-to-b.yaml", None)
+    state = load_desired_state(ROOT / "examples/redhat-dr-a-to-b.yaml", None)
     have = {(b.cluster, b.resource_type, b.resource_name, b.operation) for b in state.acl_bindings
             if b.pattern_type == "LITERAL" and b.principal == "User:mm2"}
     for line in (SEED / "acls.txt").read_text().splitlines():
@@ -121,7 +121,7 @@ def test_seed000_acls_contain_section_5_7():
 
 
 def test_seed000_worker_acls_for_exactly_once():
-    state = load_desired_state(ROOT / "examples/seed000-a-to-b.yaml", None)
+    state = load_desired_state(ROOT / "examples/redhat-dr-a-to-b.yaml", None)
     have = {(b.cluster, b.resource_type, b.resource_name, b.pattern_type, b.operation) for b in state.acl_bindings}
     assert ("B", "TRANSACTIONAL_ID", "connect-mirrormaker-A-to-B-", "PREFIXED", "WRITE") in have
     assert ("B", "CLUSTER", "kafka-cluster", "LITERAL", "IDEMPOTENT_WRITE") in have

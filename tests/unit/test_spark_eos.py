@@ -53,7 +53,7 @@ def test_the_spark_exactly_once_writer_is_granted_its_progress_group_and_transac
         (flow.target, "TRANSACTIONAL_ID", prefix, "PREFIXED", "DESCRIBE")}
 
 
-@pytest.mark.parametrize(("spec", "env"), [("seed000-a-to-b.yaml", None), ("dr-spec.example.yaml", "dev")])
+@pytest.mark.parametrize(("spec", "env"), [("redhat-dr-a-to-b.yaml", None), ("dr-spec.example.yaml", "dev")])
 def test_connect_or_at_least_once_grants_nothing_on_the_spark_writers_names(spec, env):
     state = load_desired_state(EXAMPLES / spec, env)
     assert state.engine == "connect" or not state.exactly_once

@@ -68,7 +68,7 @@ def test_the_table_is_one_rule_per_need():
 
 
 def _connect_spec(exactly_once: bool = True):
-    state = load_desired_state(ROOT / "examples/seed000-a-to-b.yaml", None)  # engine connect, exactly-once, groups
+    state = load_desired_state(ROOT / "examples/redhat-dr-a-to-b.yaml", None)  # engine connect, exactly-once, groups
     assert state.engine == "connect" and state.mirrors[0].exactly_once == exactly_once
     return state
 
@@ -124,7 +124,7 @@ def test_the_cli_plan_exits_1_with_the_refusal(monkeypatch, capsys):
 
     monkeypatch.setattr(kafka, "KafkaAdmin", lambda cluster, timeout=None: _Admin())
     monkeypatch.setattr(ConnectEngine, "worker_version", lambda self: "3.2.0")
-    code = main(["plan", str(ROOT / "examples/seed000-a-to-b.yaml")])
+    code = main(["plan", str(ROOT / "examples/redhat-dr-a-to-b.yaml")])
     captured = capsys.readouterr()
     assert code == 1 and captured.out == ""
     assert "error: Kafka Connect runs 3.2.0; exactly-once mirroring (exactlyOnce: true) needs 3.3 or later" in captured.err
