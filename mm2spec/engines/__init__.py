@@ -9,8 +9,9 @@
 - ``connect``: MirrorMaker 2's connectors on a Kafka Connect cluster (its REST API)
 
 The rest of mm2spec asks the engine a spec names and never branches on an engine's name; what the
-offline layers must know is in ``mm2spec.mm2.engine_facts``, whose entry names the module here. Engines return plain data or
-raise mm2spec errors: the ops modules turn results into outcomes, the CLI prints.
+offline layers must know is in ``mm2spec.mm2.engine_facts``, whose entry names the module here.
+Engines return plain data or raise mm2spec errors: the ops modules turn results into outcomes, the
+CLI prints.
 
 May import ``plan`` (its diff and model, for an engine's part of a plan), ``runtime``, ``render``,
 ``live``, ``spec``, ``mm2``, ``errors``, ``components``, ``resources``; never ``ops``,
