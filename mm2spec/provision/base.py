@@ -34,17 +34,15 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import pulumi
 from pulumi.dynamic import (CheckFailure, CheckResult, ConfigureRequest, DiffResult, ReadResult, Resource,
                             ResourceProvider)
 
+from mm2spec.engines import DeploymentResource
 from mm2spec.provision import connection
 from mm2spec.spec.model import DesiredState
-
-if TYPE_CHECKING:
-    from mm2spec.engines import DeploymentResource
 
 #: The cyclic garbage collector's thresholds in the Pulumi program (``fewer_collections``).
 GC_THRESHOLDS = (50_000, 10, 10)
@@ -225,7 +223,7 @@ class ResourceKind:
     exists: Callable[[list[tuple[Mapping[str, Any], str]], Callable[[str], Any]], set[str]] | None = None
     """``([(inputs, name)], admin_for) -> names that exist``, for kinds one read per cluster answers
     for many resources; default: each resource's ``read_live``."""
-    deployment_inputs: Callable[[DesiredState, "DeploymentResource", ProgramSettings | None], dict[str, Any]] | None = None
+    deployment_inputs: Callable[[DesiredState, DeploymentResource, ProgramSettings | None], dict[str, Any]] | None = None
     """An engine's deployment registers it: its inputs from the engine's ``DeploymentResource``
     (``settings`` None only for an importable kind, whose inputs name no file)."""
     output: str | None = None

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from pulumi.dynamic import CheckFailure, CreateResult, DiffResult, UpdateResult
 
+from mm2spec.engines import DeploymentResource
 from mm2spec.errors import ProvisionFailed
 from mm2spec.live.connect import ConnectClient
 from mm2spec.mm2.defaults import CONNECT_READY_TIMEOUT_SECONDS_DEFAULT
@@ -186,7 +187,7 @@ class Connector(ProvisionedResource, module="connect", name="Connector", provide
     """An MM2 connector on a Connect cluster (type ``pulumi-python:dynamic/connect:Connector``)."""
 
 
-def _deployment_inputs(state: DesiredState, resource: Any, _settings: ProgramSettings | None) -> dict[str, Any]:
+def _deployment_inputs(state: DesiredState, resource: DeploymentResource, _settings: ProgramSettings | None) -> dict[str, Any]:
     """Inputs for a connector engine connect's deployment names (``item``: ``connector``, ``connectUrl``)."""
     return connector_inputs(resource.item["connectUrl"], resource.item["connector"], state.connect.ready_timeout_seconds)
 

@@ -46,11 +46,11 @@ from mm2spec.errors import Mm2specError, ProvisionFailed
 from mm2spec.provision import connection
 from mm2spec.provision.base import ProvisionedResource, ResourceKind
 from mm2spec.provision.files import RenderedFileProvider, file_inputs, read_file
-from mm2spec.render import anchor_checkpoint, manifests, on_kubernetes, spark_job_config
+from mm2spec.render import anchor_checkpoint, manifests, on_kubernetes
+from mm2spec.render.spark import JOB_FILE, job_config_text
 from mm2spec.render.kubernetes import secret_names
 from mm2spec.spec.model import DesiredState
 
-FILE_NAME = "spark-mirror.json"
 #: How long ``up`` waits for a started job's first micro-batch before calling the start failed.
 #: A cold driver (JVM, Spark session, the Kafka connector's jars, then the first micro-batch) needs
 #: tens of seconds, more on a loaded machine; three minutes leaves room for that. A job that cannot
@@ -63,8 +63,7 @@ PROGRESS_POLL_S = 1.0
 def spark_deployment_inputs(state: DesiredState, out_dir: str, root: str, run: bool = False,
                             state_dir: str | None = None, kubeconfig: str | None = None,
                             context: str | None = None) -> dict[str, Any]:
-    content = json.dumps(spark_job_config(state), indent=2) + "\n"
-    props = file_inputs(f"{out_dir.rstrip('/')}/{FILE_NAME}", root, content)
+    props = file_inputs(f"{out_dir.rstrip('/')}/{JOB_FILE}", root, job_config_text(state))
     props["run"] = run
     props["stateDir"] = state_dir or f".mm2spec/spark/{state.name}"
     props["kubernetes"] = None

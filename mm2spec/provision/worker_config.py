@@ -13,15 +13,14 @@ from typing import Any
 from mm2spec.provision.base import ProvisionedResource, ResourceKind
 from mm2spec.provision.files import RenderedFileProvider, file_inputs
 from mm2spec.render import properties_text, worker_properties
+from mm2spec.render.connect import WORKER_FILE
 from mm2spec.spec.model import DesiredState
-
-FILE_NAME = "connect-distributed.properties"
 
 
 def worker_config_inputs(state: DesiredState, out_dir: str, root: str) -> dict[str, Any]:
     header = (f"Rendered by mm2spec (Pulumi) from the DR spec {state.name} (environment: {state.environment or 'base'}).\n"
               "Do not edit: change the spec and run pulumi up. Secrets are read from the environment (${env:NAME}).")
-    return file_inputs(f"{out_dir.rstrip('/')}/{FILE_NAME}", root, properties_text(worker_properties(state), header))
+    return file_inputs(f"{out_dir.rstrip('/')}/{WORKER_FILE}", root, properties_text(worker_properties(state), header))
 
 
 class WorkerConfigProvider(RenderedFileProvider):

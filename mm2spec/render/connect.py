@@ -12,6 +12,9 @@ from mm2spec.render.properties import (BYTE_ARRAY_CONVERTER, ENV_PROVIDER, clien
                                        rendered_header)
 from mm2spec.spec.model import Cluster, DesiredState, MirrorFlow
 
+WORKER_FILE = "connect-distributed.properties"
+"""The Connect worker's properties file (render and Pulumi write it under this name)."""
+
 
 def worker_properties(state: DesiredState) -> list[tuple[str, str]]:
     """connect-distributed.properties as ordered (key, value) pairs."""
@@ -215,7 +218,7 @@ def engine_files(state: DesiredState) -> dict[str, str]:
     """Engine connect's deployment (its ``EngineFacts.renderer``): the worker's properties, MM2's
     dedicated-mode properties and one JSON document per connector."""
     header = rendered_header(state)
-    files = {"connect-distributed.properties": properties_text(worker_properties(state), header),
+    files = {WORKER_FILE: properties_text(worker_properties(state), header),
              "mm2.properties": properties_text(mm2_properties(state), header)}
     for connector in connectors(state):
         files[f"{connector['name']}.json"] = json.dumps(connector, indent=2) + "\n"

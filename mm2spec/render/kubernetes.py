@@ -25,7 +25,7 @@ import yaml
 
 from mm2spec import __version__
 from mm2spec.components import versions
-from mm2spec.render.spark import spark_job_config
+from mm2spec.render.spark import JOB_FILE, job_config_text, spark_job_config
 from mm2spec.spec.model import DesiredState, KubernetesDeployment
 
 #: The operator's API group/version that these manifests are written against.
@@ -35,7 +35,6 @@ KIND = "SparkApplication"
 CONFIG_MOUNT = "/etc/mm2spec"
 #: Where the image keeps the job's entry point, its venv and the connector jars (see ``dockerfile``).
 IMAGE_HOME = "/opt/mm2spec"
-JOB_FILE = "spark-mirror.json"
 MANIFEST_FILE = "kubernetes.yaml"
 DOCKERFILE = "Dockerfile"
 #: Label that marks the objects mm2spec manages, so an operator can list them.
@@ -74,13 +73,12 @@ def secret_names(job: dict) -> list[str]:
 def config_map(state: DesiredState) -> dict:
     """The ConfigMap that carries ``spark-mirror.json`` (secrets only as ``${env:NAME}``)."""
     k8s = _settings(state)
-    job = spark_job_config(state)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": resource_names(state)["configMap"], "namespace": k8s.namespace,
                      "labels": _labels(state)},
-        "data": {JOB_FILE: json.dumps(job, indent=2) + "\n"},
+        "data": {JOB_FILE: job_config_text(state)},
     }
 
 
@@ -206,4 +204,4 @@ def kubernetes_files(state: DesiredState) -> dict[str, str]:
 def spark_engine_files(state: DesiredState) -> dict[str, str]:
     """Engine spark's deployment (its ``EngineFacts.renderer``): the job's config and, with a
     ``k8s://`` master, the manifests and the job image's Dockerfile."""
-    return {JOB_FILE: json.dumps(spark_job_config(state), indent=2) + "\n", **kubernetes_files(state)}
+    return {JOB_FILE: job_config_text(state), **kubernetes_files(state)}

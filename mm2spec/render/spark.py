@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from mm2spec.mm2 import spark_modes
 from mm2spec.render.properties import client_properties, kafka_bool
 from mm2spec.spec.model import DesiredState
+
+JOB_FILE = "spark-mirror.json"
+"""The job config's file name, wherever it is written (render, Pulumi, the Kubernetes ConfigMap)."""
 
 
 def spark_job_config(state: DesiredState) -> dict:
@@ -81,3 +85,8 @@ def anchor_checkpoint(job: dict, root: str | Path) -> dict:
     if not location or "://" in location or Path(location).is_absolute():
         return job
     return {**job, "spark": {**spark, "checkpoint.location": str(Path(root) / location)}}
+
+
+def job_config_text(state: DesiredState) -> str:
+    """``spark_job_config`` as the file ``JOB_FILE`` holds it."""
+    return json.dumps(spark_job_config(state), indent=2) + "\n"
