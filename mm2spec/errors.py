@@ -90,6 +90,13 @@ class SecretMissing(Mm2specError):
     """A secret the spec names is not set: export it, or set it as a Pulumi secret."""
 
 
+class TlsInvalid(Mm2specError):
+    """A cluster's TLS settings cannot be used: a file missing or unreadable, not in the form a client
+    needs, a certificate expired, a password that does not open a store or key, or a broker whose
+    certificate the CA did not sign or does not name the host. The message names the cluster, the
+    spec field and the cause; nothing was applied."""
+
+
 class ComponentMissing(Mm2specError):
     """A real component (Java, Kafka jars, Spark jars, Pulumi CLI) is not installed: run scripts/setup."""
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
-import ssl
 import struct
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,8 +40,9 @@ from confluent_kafka.admin import (
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.types import LiveTopic
-from mm2spec.live.wire import (ConfigsResult, WireConnection, WireUnavailable, describe_configs_request,
-                               parse_describe_configs)
+from mm2spec.live.wire import (ConfigsResult, Sasl, WireConnection, WireUnavailable, api_versions_request,
+                               describe_configs_request, finalized_metadata_version, parse_describe_configs)
+from mm2spec.mm2.tls import ClientTls, java_properties
 from mm2spec.mm2.retry import (IDEMPOTENT_RETRIABLE, MAX_ACLS_PER_CREATE, MAX_RESOURCES_PER_DESCRIBE,
                                MAX_TOPICS_PER_DELETE, RETRY_DEADLINE_S, acl_filters_per_delete, chunks, is_retriable, retry_call)
 from mm2spec.mm2.versions import Version, metadata_version_release
@@ -88,6 +88,18 @@ SecretLookup = Callable[[str], "str | None"]
 
 API_VERSIONS_TIMEOUT_S = 10.0
 """A broker answers ApiVersions at once, before authentication; longer means it is not there."""
+TLS_PROBE_TIMEOUT_S = 5.0
+"""A TLS handshake and an ApiVersions answer take milliseconds: a bad certificate or CA is known
+well within this, long before librdkafka would give up with "all brokers down"."""
+
+# One ClientTls per cluster, identity and secret lookup, and one probe per cluster: converting a JKS
+# store starts keytool, and every producer, consumer and admin client of a command asks for settings.
+_TLS_LOCK = threading.Lock()
+_TLS: dict[tuple, ClientTls] = {}
+_PROBED: set[tuple] = set()
+
+__all__ = ["API_VERSIONS_TIMEOUT_S", "BrokerVersion", "KafkaAdmin", "SecretLookup", "api_versions_request",
+           "client_config", "client_tls", "env_secrets", "finalized_metadata_version", "retrying"]
 
 
 @dataclass(frozen=True)
@@ -100,94 +112,56 @@ class BrokerVersion:
     """What the plan shows, e.g. ``4.3, metadata.version level 30``, or why it is unknown."""
 
 
-def _uvarint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-
-
-def _skip_tags(data: bytes, at: int) -> int:
-    count, at = _uvarint(data, at)
-    for _ in range(count):
-        _, at = _uvarint(data, at)
-        size, at = _uvarint(data, at)
-        at += size
-    return at
-
-
-def api_versions_request(correlation_id: int, client: str = "mm2spec") -> bytes:
-    """ApiVersions v3 (KIP-511): header v2 (api key 18, version 3, correlation id, client id, no tags),
-    body: client software name and version as compact strings, no tags; size-prefixed."""
-    name = client.encode()
-    header = struct.pack(">hhih", 18, 3, correlation_id, len(name)) + name + b"\0"
-    body = bytes([len(name) + 1]) + name + bytes([len(b"1") + 1]) + b"1" + b"\0"
-    return struct.pack(">i", len(header) + len(body)) + header + body
-
-
-def finalized_metadata_version(response: bytes) -> int | None:
-    """The finalized ``metadata.version`` level in an ApiVersions v3 response (without its size; its
-    header is v0, the correlation id only); None without one. The features are tagged fields of the
-    body: tag 2, FinalizedFeatures, an array of (name, max level, min level)."""
-    error, = struct.unpack_from(">h", response, 4)
-    if error:
-        raise ValueError(f"ApiVersions error code {error}")
-    count, at = _uvarint(response, 6)
-    for _ in range(max(count - 1, 0)):
-        at = _skip_tags(response, at + 6)  # api key, min and max version (int16 each)
-    at += 4  # throttle time
-    tags, at = _uvarint(response, at)
-    for _ in range(tags):
-        tag, at = _uvarint(response, at)
-        size, at = _uvarint(response, at)
-        if tag == 2:
-            features, cursor = _uvarint(response, at)
-            for _ in range(max(features - 1, 0)):
-                length, cursor = _uvarint(response, cursor)
-                name = response[cursor:cursor + length - 1].decode()
-                cursor += length - 1
-                level, = struct.unpack_from(">h", response, cursor)
-                cursor = _skip_tags(response, cursor + 4)
-                if name == "metadata.version":
-                    return level
-        at += size
-    return None
-
-
-def _finalized_metadata_version(host: str, port: int, protocol: str, timeout: float) -> int | None:
-    with socket.create_connection((host, port), timeout=timeout) as raw:
-        conn = raw
-        if protocol.endswith("SSL"):
-            conn = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
-        conn.sendall(api_versions_request(1))
-        size, = struct.unpack(">i", _read(conn, 4))
-        return finalized_metadata_version(_read(conn, size))
-
-
-def _read(conn, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return data
-
-
 def env_secrets(name: str) -> str | None:
     """Default secret lookup: an environment variable of that name."""
     return os.environ.get(name)
 
 
+def client_tls(cluster: Cluster, secrets: SecretLookup = env_secrets, admin: bool = True) -> ClientTls | None:
+    """The cluster's TLS settings for mm2spec's own clients (``security.protocol`` SSL or SASL_SSL),
+    checked offline (files, forms, expiry, passwords) the first time: ``TlsInvalid`` names the
+    cluster and the cause. None without TLS. ``admin``: the ``tls.admin`` certificate when set."""
+    if not cluster.security.uses_tls:
+        return None
+    props = tuple(java_properties(cluster.tls, admin=admin))
+    names = tuple(n for n in (cluster.tls.secret_names if cluster.tls else ()))
+    key = (cluster.alias, props, tuple((n, secrets(n)) for n in names))
+    with _TLS_LOCK:
+        found = _TLS.get(key)
+        if found is None:
+            found = ClientTls(dict(props), secrets, where=f'cluster "{cluster.alias}"')
+            found.check()
+            _TLS[key] = found
+    return found
+
+
+def probe_tls(cluster: Cluster, tls: ClientTls) -> None:
+    """Before any client talks to a TLS cluster, once a process: a TLS handshake and an ApiVersions
+    request to the first bootstrap server that accepts a connection. A certificate or CA that does not
+    fit is a ``TlsInvalid`` naming the cluster and the cause within ``TLS_PROBE_TIMEOUT_S``; a server
+    that is not there is left to the client, which reports it as unreachable."""
+    key = (cluster.alias, cluster.bootstrap, id(tls))
+    if key in _PROBED:
+        return
+    context = tls.ssl_context()
+    for server in cluster.bootstrap_servers:
+        host, _, port = server.rpartition(":")
+        try:
+            with WireConnection(host.strip("[]"), int(port), TLS_PROBE_TIMEOUT_S, context, tls_errors=True,
+                                where=tls.where) as conn:
+                conn.api_versions()
+        except (WireUnavailable, ValueError):
+            continue
+        _PROBED.add(key)
+        return
+
+
 def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets, admin: bool = True) -> dict:
-    """librdkafka settings for a cluster, with the password looked up by its secret name.
+    """librdkafka settings for a cluster, with the password looked up by its secret name and the
+    TLS settings of ``mm2spec.mm2.tls`` (probed once: ``probe_tls``).
 
     With ``admin`` (the default, for plan and provisioning) the cluster's ``security.admin``
-    credentials are used when the spec sets them.
+    credentials and ``tls.admin`` certificate are used when the spec sets them.
     """
     config: dict = {"bootstrap.servers": cluster.bootstrap, "logger": _QUIET}
     security = cluster.security.as_admin() if admin else cluster.security
@@ -204,6 +178,10 @@ def client_config(cluster: Cluster, secrets: SecretLookup = env_secrets, admin: 
                     f'cluster "{cluster.alias}": the secret {security.password_secret} is not set '
                     f"(export {security.password_secret}=... or set it as a Pulumi secret)")
             config["sasl.password"] = password
+    tls = client_tls(cluster, secrets, admin)
+    if tls is not None:
+        probe_tls(cluster, tls)
+        config.update(tls.librdkafka())
     return config
 
 
@@ -351,13 +329,16 @@ class KafkaAdmin:
         """An authenticated connection to the first bootstrap server that answers (any broker
         answers DescribeConfigs of topics)."""
         config = client_config(self.cluster, self._secrets)
+        sasl = None
+        if self.cluster.security.uses_sasl:
+            sasl = Sasl(config.get("sasl.mechanism") or "", config.get("sasl.username") or "", config.get("sasl.password") or "")
+        tls = client_tls(self.cluster, self._secrets)
+        context = tls.ssl_context() if tls is not None else None
         failure = "no bootstrap server"
         for server in self.cluster.bootstrap_servers:
             host, _, port = server.rpartition(":")
             try:
-                return WireConnection(host.strip("[]"), int(port), config.get("security.protocol", "PLAINTEXT"),
-                                      config.get("sasl.mechanism"), config.get("sasl.username"),
-                                      config.get("sasl.password"), self.timeout)
+                return WireConnection(host.strip("[]"), int(port), self.timeout, context, sasl)
             except (WireUnavailable, ValueError) as exc:
                 failure = str(exc)
         raise WireUnavailable(failure)
@@ -444,10 +425,12 @@ class KafkaAdmin:
         reason, when the cluster has no ``metadata.version`` (ZooKeeper mode, before 4.0) or the
         request fails: never an error, a version rule is then not checked."""
         host, _, port = self.cluster.bootstrap_servers[0].rpartition(":")
+        tls = client_tls(self.cluster, self._secrets)
         try:
-            level = _finalized_metadata_version(host.strip("[]"), int(port), self.cluster.security.protocol,
-                                                min(self.timeout, API_VERSIONS_TIMEOUT_S))
-        except (OSError, ValueError, IndexError, struct.error) as exc:  # IndexError: a cut-off response
+            with WireConnection(host.strip("[]"), int(port), min(self.timeout, API_VERSIONS_TIMEOUT_S),
+                                tls.ssl_context() if tls is not None else None) as conn:
+                level = finalized_metadata_version(conn.api_versions())
+        except (OSError, ValueError, IndexError, struct.error, WireUnavailable) as exc:  # IndexError: cut off
             return BrokerVersion(None, f"unknown (ApiVersions to {self.cluster.bootstrap_servers[0]} failed: {exc})")
         release = metadata_version_release(level) if level is not None else None
         if release is None:

@@ -1,4 +1,8 @@
-"""DescribeConfigs of many topics over Kafka's wire protocol, without synonyms.
+"""mm2spec's one client of Kafka's wire protocol, for the requests confluent-kafka cannot make well:
+DescribeConfigs of many topics without synonyms, ApiVersions (the cluster's ``metadata.version``),
+and the TLS probe that tells why a TLS cluster cannot be reached before any other client tries.
+
+DescribeConfigs of many topics, without synonyms:
 
 Why not the AdminClient: librdkafka always asks DescribeConfigs with ``IncludeSynonyms``, and
 confluent-kafka turns every entry and synonym of the answer into a Python ``ConfigEntry``: at 10,000
@@ -11,8 +15,13 @@ benchmarks/README.md (plan_1000_topics.py).
 mechanism other than PLAIN and SCRAM, a TLS or authentication failure, an old broker) raises
 ``WireUnavailable`` and the AdminClient reads instead.
 
-Requests: SaslHandshake v1 and SaslAuthenticate v1 (KIP-152), DescribeConfigs v1 (answered by any
-broker for topics; v0 is the only version Kafka 4 removed), request header v1, response header v0.
+TLS: a connection takes the ``ssl.SSLContext`` of ``mm2spec.mm2.tls.ClientTls`` (the cluster's CA, the
+client certificate, hostname verification), the same settings every other client is given. With
+``tls_errors`` a TLS failure is a ``TlsInvalid`` saying which side refused what (the probe's mode).
+
+Requests: ApiVersions v3 (KIP-511, answered before authentication), SaslHandshake v1 and
+SaslAuthenticate v1 (KIP-152), DescribeConfigs v1 (answered by any broker for topics; v0 is the only
+version Kafka 4 removed), request header v1 (v2 for ApiVersions), response header v0.
 """
 
 from __future__ import annotations
@@ -25,10 +34,13 @@ import socket
 import ssl
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from mm2spec.errors import TlsInvalid
+
 DESCRIBE_CONFIGS = 32
+API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 TOPIC = 2
@@ -121,28 +133,97 @@ def parse_describe_configs(response: bytes) -> dict[str, ConfigsResult]:
     return results
 
 
-class WireConnection:
-    """One authenticated connection to one broker; used for a few requests, then closed."""
+@dataclass(frozen=True)
+class Sasl:
+    """SASL credentials of a connection (PLAIN or SCRAM); ``repr`` hides the password."""
 
-    def __init__(self, host: str, port: int, protocol: str, mechanism: str | None, username: str | None,
-                 password: str | None, timeout: float):
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
+# OpenSSL's X509 verify codes: the broker's certificate chain does not lead to a trusted CA ...
+_UNTRUSTED = {2, 18, 19, 20, 21, 27}
+_EXPIRED, _HOSTNAME_MISMATCH = 10, 62
+
+
+def tls_failure(exc: ssl.SSLError | OSError, host: str, port: int, during: str) -> str:
+    """Why a TLS connection to ``host:port`` failed, in a user's words (``during``: handshake or read)."""
+    where = f"{host}:{port}"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        code, why = exc.verify_code, exc.verify_message
+        if code == _HOSTNAME_MISMATCH:
+            return (f"the broker's certificate at {where} does not name the host {host} ({why}): connect by a name "
+                    f"the certificate holds, or set tls.verifyHostname: false if it can hold none")
+        if code in _UNTRUSTED:
+            return (f"the broker's certificate at {where} is not signed by a CA the client trusts ({why}): "
+                    f"tls.ca (or tls.truststore) must hold the CA that signed the brokers' certificates")
+        if code == _EXPIRED:
+            return f"the broker's certificate at {where} has expired: the cluster's operators must renew it"
+        return f"the broker's certificate at {where} does not verify ({why})"
+    reason = (getattr(exc, "reason", None) or "").upper()
+    if "CERTIFICATE_REQUIRED" in reason:
+        return (f"the broker at {where} requires a client certificate (mutual TLS) and none was given: "
+                f"set tls.certificate and tls.key, or tls.keystore")
+    if "ALERT" in reason and ("CERTIFICATE" in reason or "UNKNOWN_CA" in reason or "ACCESS_DENIED" in reason):
+        return (f"the broker at {where} refused the client certificate ({reason.lower()}): it must be signed by a "
+                f"CA the brokers trust and be valid now")
+    if "WRONG_VERSION_NUMBER" in reason or "RECORD_LAYER" in reason or "PACKET_LENGTH" in reason:
+        return (f"{where} does not answer TLS: is it a PLAINTEXT or SASL_PLAINTEXT listener? check the port "
+                f"and security.protocol")
+    if during == "read" and isinstance(exc, (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError, WireUnavailable)):
+        return (f"the broker at {where} closed the connection after the TLS handshake: it refused the client "
+                f"certificate (missing, or not signed by a CA it trusts) or the listener requires SASL")
+    if isinstance(exc, ssl.SSLEOFError) or "EOF" in reason:
+        return (f"{where} closed the connection during the TLS handshake: it may not be a TLS listener, "
+                f"or it refused the client's TLS settings")
+    return f"TLS with {where} failed ({reason.lower() or exc})"
+
+
+class WireConnection:
+    """One connection to one broker (TLS when given a context, authenticated when given SASL
+    credentials); used for a few requests, then closed."""
+
+    def __init__(self, host: str, port: int, timeout: float, context: ssl.SSLContext | None = None,
+                 sasl: Sasl | None = None, tls_errors: bool = False, where: str = ""):
         self._correlation = 0
+        self._where, self._host, self._port, self._tls_errors = where, host, port, tls_errors
         try:
             raw = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise WireUnavailable(f"connect to {host}:{port}: {exc}") from None
         self._sock: socket.socket = raw
         try:
-            if protocol.endswith("SSL"):
-                self._sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
-            if protocol.startswith("SASL"):
-                self._authenticate(mechanism or "", username or "", password or "")
+            if context is not None:
+                try:
+                    self._sock = context.wrap_socket(raw, server_hostname=host)
+                except (ssl.SSLError, OSError) as exc:
+                    self._tls_failed(exc, "handshake")
+                    raise
+            if sasl is not None:
+                self._authenticate(sasl.mechanism, sasl.username, sasl.password)
         except (OSError, ValueError, struct.error) as exc:
             self.close()
             raise WireUnavailable(f"{type(exc).__name__} while authenticating") from None
         except WireUnavailable:
             self.close()
             raise
+
+    def _tls_failed(self, exc: BaseException, during: str) -> None:
+        """With ``tls_errors``: raise the ``TlsInvalid`` that says why (the caller raises otherwise)."""
+        if self._tls_errors and isinstance(exc, (ssl.SSLError, OSError, WireUnavailable)) and not isinstance(
+                exc, (socket.timeout, TimeoutError)):
+            self.close()
+            raise TlsInvalid(f"{self._where}: {tls_failure(exc, self._host, self._port, during)}") from None
+
+    def api_versions(self) -> bytes:
+        """The ApiVersions v3 response (after the correlation id): the probe's request, and the
+        features; with ``tls_errors`` a broker that drops the connection here refused the TLS client."""
+        try:
+            return self.request(api_versions_request)
+        except (ssl.SSLError, OSError, WireUnavailable) as exc:
+            self._tls_failed(exc, "read")
+            raise WireUnavailable(f"ApiVersions: {exc}") from None
 
     def close(self) -> None:
         try:
@@ -224,6 +305,64 @@ class WireConnection:
             raise WireUnavailable(f"SASL authentication failed (error code {error})")
         length, = _I32.unpack_from(answer, at)
         return answer[at + 4:at + 4 + max(length, 0)]
+
+
+def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def _skip_tags(data: bytes, at: int) -> int:
+    count, at = _uvarint(data, at)
+    for _ in range(count):
+        _, at = _uvarint(data, at)
+        size, at = _uvarint(data, at)
+        at += size
+    return at
+
+
+def api_versions_request(correlation_id: int, client: str = "mm2spec") -> bytes:
+    """ApiVersions v3 (KIP-511): header v2 (api key 18, version 3, correlation id, client id, no tags),
+    body: client software name and version as compact strings, no tags; size-prefixed."""
+    name = client.encode()
+    header = struct.pack(">hhih", API_VERSIONS, 3, correlation_id, len(name)) + name + b"\0"
+    body = bytes([len(name) + 1]) + name + bytes([len(b"1") + 1]) + b"1" + b"\0"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def finalized_metadata_version(response: bytes) -> int | None:
+    """The finalized ``metadata.version`` level in an ApiVersions v3 response body (after the
+    correlation id); None without one. The features are tagged fields of the body: tag 2,
+    FinalizedFeatures, an array of (name, max level, min level)."""
+    error, = struct.unpack_from(">h", response, 0)
+    if error:
+        raise ValueError(f"ApiVersions error code {error}")
+    count, at = _uvarint(response, 2)
+    for _ in range(max(count - 1, 0)):
+        at = _skip_tags(response, at + 6)  # api key, min and max version (int16 each)
+    at += 4  # throttle time
+    tags, at = _uvarint(response, at)
+    for _ in range(tags):
+        tag, at = _uvarint(response, at)
+        size, at = _uvarint(response, at)
+        if tag == 2:
+            features, cursor = _uvarint(response, at)
+            for _ in range(max(features - 1, 0)):
+                length, cursor = _uvarint(response, cursor)
+                name = response[cursor:cursor + length - 1].decode()
+                cursor += length - 1
+                level, = struct.unpack_from(">h", response, cursor)
+                cursor = _skip_tags(response, cursor + 4)
+                if name == "metadata.version":
+                    return level
+        at += size
+    return None
 
 
 def _header_request(api_key: int, version: int, correlation_id: int, body: bytes, client: str = "mm2spec") -> bytes:

@@ -22,6 +22,8 @@ Beside them, mm2spec's own rules of the same kind, and what mm2spec and the Spar
 - ``spark_modes``: what each Spark run mode (micro-batch, Real-time) needs of a config
 - ``metric_names``: the one table of Prometheus metric names (MM2's where MM2 has one, ``mm2spec_*``
   for the DR figures) that the JMX exporter rules, the Spark job, alerts and dashboard share
+- ``tls``: a cluster's TLS settings (CA, client certificate, stores) in each client family's form:
+  Kafka Java properties, librdkafka settings, a Python ``ssl`` context, and their offline checks
 
 The spec model, the plan, the Pulumi program and the Spark job (on its driver and, shipped as a
 zip with ``addPyFile``, on its executors) all read these, so they cannot drift apart. Hence:

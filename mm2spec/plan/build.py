@@ -109,7 +109,7 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: Deploym
     # configs. So the reads that take time (DescribeConfigs of thousands of topics on each side, the
     # ACLs) all run at once instead of source then target; the ACLs are read during the listings.
     with ThreadPoolExecutor(max_workers=3 * len(aliases)) as pool:
-        live_acls = {alias: pool.submit(admins[alias].acls, state.principal)
+        live_acls = {alias: pool.submit(admins[alias].acls, state.principal_on(alias))
                      for alias in aliases if state.manage_acls and by_alias[alias].authorizer}
         listed = list_sources(state, lambda alias: admins[alias])
         selected = mirrored_by_flow(state, listed)

@@ -2,8 +2,11 @@
 
 Every Kafka resource carries ``cluster`` (the alias), ``connection`` (bootstrap servers, security
 protocol, SASL mechanism, user name and the *name* of the password secret: the credentials mm2spec
-provisions with, i.e. the spec's ``security.admin`` when set) and ``password``, a Pulumi secret
-(encrypted in the state, masked in output, and declared a secret output too).
+provisions with, i.e. the spec's ``security.admin`` when set; with TLS, ``tls``: the CA and the
+certificate mm2spec provisions with as file paths, store and key passwords by secret name only) and
+``password``, a Pulumi secret (encrypted in the state, masked in output, and declared a secret
+output too). TLS store and key passwords are read by name when a client is made (``current_secret``:
+the stack's secret config, then the environment), so no state holds them.
 
 The connection is one nested input rather than six: the Pulumi SDK's cost per resource grows with
 its number of top-level properties, and a spec may mean thousands of resources.
@@ -21,7 +24,8 @@ import threading
 from typing import Any, Callable, Mapping
 
 from mm2spec.errors import SecretMissing
-from mm2spec.live.kafka import KafkaAdmin
+from mm2spec.live.kafka import KafkaAdmin, client_tls
+from mm2spec.mm2.tls import Identity, Store, TlsSettings
 from mm2spec.spec.model import Cluster, DesiredState, Security
 
 SecretLookup = Callable[[str], "str | None"]
@@ -44,11 +48,18 @@ def used_clusters(state: DesiredState) -> list[str]:
 
 
 def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, str | None]:
-    """Each used cluster's password (None without SASL), by the secret name the spec gives."""
+    """Each used cluster's password (None without SASL), by the secret name the spec gives. The TLS
+    settings are checked too (files, forms, expiry; store and key passwords by their secret names):
+    a stack whose clients cannot be made is refused before any resource is declared."""
     passwords: dict[str, str | None] = {}
     missing = []
     for alias in used_clusters(state):
-        security = provisioning_security(state.cluster(alias))
+        cluster = state.cluster(alias)
+        security = provisioning_security(cluster)
+        for name in cluster.tls.secret_names if cluster.security.uses_tls and cluster.tls else ():
+            if lookup(name) is None:
+                missing.append(f'cluster "{alias}" needs the secret {name}: set it with '
+                               f"`pulumi config set --secret {name} <password>` or export {name}")
         name = security.password_secret
         if not (security.uses_sasl and name):
             passwords[alias] = None
@@ -59,6 +70,8 @@ def resolve_passwords(state: DesiredState, lookup: SecretLookup) -> dict[str, st
                            f"`pulumi config set --secret {name} <password>` or export {name}")
     if missing:
         raise SecretMissing("; ".join(missing))
+    for alias in used_clusters(state):
+        client_tls(state.cluster(alias), lookup)  # TlsInvalid before anything is declared
     return passwords
 
 
@@ -68,20 +81,46 @@ def provisioning_security(cluster: Cluster) -> Security:
     return as_admin() if as_admin else cluster.security
 
 
+def _store_inputs(store: Store | None) -> dict[str, Any] | None:
+    return None if store is None else {"path": store.path, "type": store.type, "passwordSecret": store.password_secret}
+
+
+def _tls_inputs(tls: TlsSettings) -> dict[str, Any]:
+    """The ``tls`` of a connection: the CA and the provisioning certificate, paths and secret names only."""
+    identity = tls.identity_for(admin=True) or Identity()
+    found = {"ca": tls.ca, "truststore": _store_inputs(tls.truststore), "certificate": identity.certificate,
+             "key": identity.key, "keyPasswordSecret": identity.key_password_secret,
+             "keystore": _store_inputs(identity.keystore), "verifyHostname": tls.verify_hostname}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _store_from(props: Mapping[str, Any] | None) -> Store | None:
+    return None if not props else Store(str(props["path"]), str(props["type"]), props.get("passwordSecret") or None)
+
+
+def _tls_from(props: Mapping[str, Any] | None) -> TlsSettings | None:
+    if not props:
+        return None
+    identity = Identity(props.get("certificate") or None, props.get("key") or None, props.get("keyPasswordSecret") or None,
+                        _store_from(props.get("keystore")))
+    has_identity = bool(identity.certificate or identity.keystore)
+    return TlsSettings(ca=props.get("ca") or None, truststore=_store_from(props.get("truststore")),
+                       identity=identity if has_identity else None, verify_hostname=bool(props.get("verifyHostname", True)))
+
+
 def connection_inputs(cluster: Cluster, password: Any) -> dict[str, Any]:
     """The connection inputs of a resource on ``cluster``; ``password`` is a secret Output or None."""
     security = provisioning_security(cluster)
-    return {
-        "cluster": cluster.alias,
-        "connection": {
-            "bootstrapServers": cluster.bootstrap,
-            "securityProtocol": security.protocol,
-            "saslMechanism": security.sasl_mechanism,
-            "username": security.username,
-            "passwordSecret": security.password_secret,
-        },
-        PASSWORD: password,
+    connection: dict[str, Any] = {
+        "bootstrapServers": cluster.bootstrap,
+        "securityProtocol": security.protocol,
+        "saslMechanism": security.sasl_mechanism,
+        "username": security.username,
+        "passwordSecret": security.password_secret,
     }
+    if cluster.tls is not None and security.uses_tls:  # absent otherwise: no diff on stacks without TLS
+        connection["tls"] = _tls_inputs(cluster.tls)
+    return {"cluster": cluster.alias, "connection": connection, PASSWORD: password}
 
 
 def cluster_from(props: Mapping[str, Any]) -> Cluster:
@@ -96,6 +135,7 @@ def cluster_from(props: Mapping[str, Any]) -> Cluster:
             username=conn.get("username") or None,
             password_secret=conn.get("passwordSecret") or None,
         ),
+        tls=_tls_from(conn.get("tls")),
     )
 
 
@@ -136,6 +176,12 @@ def admin(props: Mapping[str, Any], prefer_current: bool = False) -> KafkaAdmin:
         cache = _ADMINS.by_connection = {}
     found = cache.get(key)
     if found is None:
-        found = cache[key] = KafkaAdmin(cluster, secrets=lambda _name: password)
+        sasl_secret = cluster.security.password_secret
+
+        def secrets(name: str) -> str | None:
+            """The SASL password from the inputs; a TLS store's or key's password by its name."""
+            return password if name == sasl_secret else current_secret(name)
+
+        found = cache[key] = KafkaAdmin(cluster, secrets=secrets)
     return found
 

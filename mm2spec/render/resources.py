@@ -38,7 +38,8 @@ def resources_text(state: DesiredState) -> str:
         lines.append(f"{t.cluster:<12} {t.name:<50} partitions={t.partitions:<3} rf=-1 {configs}  # {t.purpose}")
     lines.append("")
     managed = "managed" if state.manage_acls else "not managed (acls.manage: false)"
-    lines.append(f"# ACL bindings for {state.principal}: {managed}")
+    principals = ", ".join(dict.fromkeys(b.principal for b in state.acl_bindings)) or state.principal
+    lines.append(f"# ACL bindings for {principals}: {managed}")
     for b in sorted(state.acl_bindings, key=lambda b: (b.cluster, b.resource_type, b.resource_name, b.operation)):
         lines.append(f"{b.cluster:<12} {b.permission} {b.operation:<17} {b.resource_type:<16} "
                      f"{b.pattern_type:<8} {b.resource_name}  # {b.reason}")

@@ -9,11 +9,13 @@ group, transactional IDs, idempotence).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from mm2spec.mm2 import defaults, metric_names, spark_eos, spark_modes
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, engine_facts
 from mm2spec.mm2.policy import PROBE_TOPIC_PARTITIONS, SEPARATOR_DEFAULT
+from mm2spec.mm2.tls import Identity, Store, TlsSettings, store_type
 from mm2spec.spec.document import Node, to_plain
 from mm2spec.spec.model import (
     AclBinding,
@@ -52,7 +54,8 @@ def _props(mapping: Any) -> tuple[tuple[str, str], ...]:
 def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> DesiredState:
     """Turn a validated, environment-resolved document into DesiredState."""
     data = to_plain(doc)
-    clusters = tuple(_cluster(alias, spec) for alias, spec in data["clusters"].items())
+    base = Path(source_file).resolve().parent if not source_file.startswith("<") else Path.cwd()
+    clusters = tuple(_cluster(alias, spec, base) for alias, spec in data["clusters"].items())
     mirrors = tuple(_mirror(spec) for spec in data["mirrors"])
     name = data["metadata"]["name"]
 
@@ -94,7 +97,8 @@ def compile_spec(doc: Node, env: str | None, source_file: str = "<spec>") -> Des
     principal = acls.get("principal", "User:mm2")
     engine = data.get("engine", DEFAULT_ENGINE)
     writer_job = name if engine_facts(engine).writer_names_on_target else None
-    bindings, patterns = derive_acls(mirrors, connect, principal, spark_job=writer_job)
+    principals = {c.alias: c.security.principal for c in clusters if c.security.principal}
+    bindings, patterns = derive_acls(mirrors, connect, principal, spark_job=writer_job, principals=principals)
     return DesiredState(
         name=name,
         environment=env,
@@ -133,7 +137,34 @@ def _kubernetes(name: str, spark_spec: dict) -> KubernetesDeployment | None:
     )
 
 
-def _cluster(alias: str, spec: dict) -> Cluster:
+def _path(base: Path, path: str | None) -> str | None:
+    """A path of the spec, absolute: a relative one is the spec file's folder's."""
+    return None if path is None else str(base / Path(path).expanduser())
+
+
+def _store(base: Path, spec: dict | None) -> Store | None:
+    if not spec:
+        return None
+    path = _path(base, spec["path"]) or ""
+    return Store(path, store_type(path, spec.get("type")) or "", spec.get("passwordSecret"))
+
+
+def _identity(base: Path, spec: dict) -> Identity | None:
+    if not any(spec.get(k) for k in ("certificate", "key", "keystore")):
+        return None
+    return Identity(_path(base, spec.get("certificate")), _path(base, spec.get("key")), spec.get("keyPasswordSecret"),
+                    _store(base, spec.get("keystore")))
+
+
+def _tls(base: Path, spec: dict | None) -> TlsSettings | None:
+    if spec is None:
+        return None
+    return TlsSettings(ca=_path(base, spec.get("ca")), truststore=_store(base, spec.get("truststore")),
+                       identity=_identity(base, spec), admin=_identity(base, spec.get("admin") or {}),
+                       verify_hostname=spec.get("verifyHostname", True))
+
+
+def _cluster(alias: str, spec: dict, base: Path) -> Cluster:
     security = spec.get("security") or {}
     return Cluster(
         alias=alias,
@@ -145,8 +176,10 @@ def _cluster(alias: str, spec: dict) -> Cluster:
             password_secret=security.get("passwordSecret"),
             admin_username=(security.get("admin") or {}).get("username"),
             admin_password_secret=(security.get("admin") or {}).get("passwordSecret"),
+            principal=security.get("principal"),
         ),
         config=_props(spec.get("config")),
+        tls=_tls(base, spec.get("tls")),
     )
 
 
@@ -209,16 +242,19 @@ def derive_internal_topics(mirrors: tuple[MirrorFlow, ...], connect: ConnectClus
 
 
 def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster, principal: str,
-                spark_job: str | None = None) -> tuple[tuple[AclBinding, ...], tuple[AclPattern, ...]]:
+                spark_job: str | None = None, principals: dict[str, str] | None = None,
+                ) -> tuple[tuple[AclBinding, ...], tuple[AclPattern, ...]]:
     """ACLs for the mirroring principal (those of Red Hat's DR guide, section 5.7) and for the
     Connect worker itself; with ``spark_job`` (the job's name when the Spark engine mirrors) also
-    those of its exactly-once writer."""
+    those of its exactly-once writer. ``principals``: the principal on a cluster whose
+    ``security.principal`` names its own (a client certificate's subject), by alias."""
+    on = principals or {}
     bindings: dict[tuple, AclBinding] = {}
     patterns: dict[tuple, AclPattern] = {}
 
     def allow(cluster: str, rtype: str, name: str, ops: tuple[str, ...], reason: str, pattern: str = "LITERAL") -> None:
         for op in ops:
-            binding = AclBinding(cluster, principal, rtype, name, pattern, op, reason=reason)
+            binding = AclBinding(cluster, on.get(cluster, principal), rtype, name, pattern, op, reason=reason)
             bindings.setdefault(binding.key, binding)
 
     def allow_names(cluster: str, rtype: str, selector: NamePattern, prefix: str, ops: tuple[str, ...],
@@ -233,7 +269,8 @@ def derive_acls(mirrors: tuple[MirrorFlow, ...], connect: ConnectCluster, princi
         elif selector.kind == "prefix":
             allow(cluster, rtype, prefix + selector.value, ops, reason, "PREFIXED")
         else:
-            pending = AclPattern(cluster, principal, rtype, source_cluster, selector.value, prefix, ops, reason)
+            pending = AclPattern(cluster, on.get(cluster, principal), rtype, source_cluster, selector.value, prefix, ops,
+                                 reason)
             patterns.setdefault((cluster, rtype, selector.value, prefix), pending)
 
     for flow in mirrors:

@@ -11,6 +11,7 @@ from typing import Iterable, Literal
 
 from mm2spec.errors import UnknownCluster
 from mm2spec.mm2 import defaults, metric_names, policy, selection
+from mm2spec.mm2.tls import TlsSettings
 from mm2spec.spec.patterns import NamePattern, NameSelector
 
 
@@ -31,10 +32,17 @@ class Security:
     """SASL user mm2spec plans and provisions as (``security.admin.username``); None: ``username``."""
     admin_password_secret: str | None = None
     """Env variable or Pulumi secret holding the admin's password (``security.admin.passwordSecret``)."""
+    principal: str | None = None
+    """The Kafka principal the mirror's clients have on this cluster, e.g. ``User:CN=mm2`` with a client
+    certificate (``security.principal``); None: ``acls.principal``. Its ACLs are granted to it."""
 
     @property
     def uses_sasl(self) -> bool:
         return self.protocol.startswith("SASL")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol.endswith("SSL")
 
     def as_admin(self) -> "Security":
         """The credentials mm2spec provisions with: ``security.admin`` when set, else the mirror's."""
@@ -54,7 +62,10 @@ class Cluster:
     security: Security = Security()
     """How clients authenticate to it (``security``); PLAINTEXT when the spec says nothing."""
     config: tuple[tuple[str, str], ...] = ()
-    """Extra properties for every client of this cluster, e.g. ``ssl.truststore.location`` (``config``)."""
+    """Extra properties for every client of this cluster, e.g. ``ssl.cipher.suites`` (``config``)."""
+    tls: TlsSettings | None = None
+    """How clients verify its brokers and which client certificate they present (``tls``); None:
+    the system's CAs and no client certificate (with an ``SSL`` protocol)."""
 
     @property
     def bootstrap(self) -> str:
@@ -445,7 +456,8 @@ class DesiredState:
     manage_acls: bool
     """Whether mm2spec plans and creates ``acl_bindings`` and ``acl_patterns`` (``acls.manage``)."""
     principal: str
-    """Kafka principal MM2, Connect and the Spark job run as, e.g. ``User:mm2`` (``acls.principal``)."""
+    """Kafka principal MM2, Connect and the Spark job run as, e.g. ``User:mm2`` (``acls.principal``);
+    a cluster's ``security.principal`` replaces it there (``principal_on``)."""
     internal_topics: tuple[InternalTopic, ...]
     """The topics Connect and the flows need: Connect's three, offset-syncs, checkpoints, heartbeats."""
     acl_bindings: tuple[AclBinding, ...]
@@ -461,6 +473,10 @@ class DesiredState:
                 return cluster
         raise UnknownCluster(f'cluster "{alias}" is not defined in spec {self.name}; defined: '
                              f"{', '.join(c.alias for c in self.clusters)}")
+
+    def principal_on(self, alias: str) -> str:
+        """The mirror's principal on cluster ``alias``: its ``security.principal``, else ``principal``."""
+        return self.cluster(alias).security.principal or self.principal
 
     @property
     def exactly_once(self) -> bool:

@@ -16,6 +16,7 @@ from mm2spec.mm2.selection import never_replicated
 from mm2spec.spec.patterns import NameSelector, java_regex_error
 from mm2spec.mm2 import defaults, spark_modes
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, ENGINE_FACTS
+from mm2spec.mm2.tls import store_type
 from mm2spec.spec.schema import Report, show
 from mm2spec.spec.secrets import holds_secret, inline_secret, is_sensitive_key
 
@@ -73,7 +74,27 @@ def check_clusters(data: dict, report: Report) -> None:
                     if not security.get(needed):
                         report(["clusters", alias, "security"], f"SASL authentication needs {needed}",
                                "set username, and passwordSecret to the name of the secret holding the password")
+        _check_tls(cluster, ["clusters", alias], report)
         _check_inline_secrets(cluster.get("config"), ["clusters", alias, "config"], report)
+
+
+def _check_tls(cluster: dict, where: list, report: Report) -> None:
+    """``tls`` only with a TLS protocol, and each store's type known (given, or from its file name)."""
+    tls = cluster.get("tls")
+    if not isinstance(tls, dict):
+        return
+    security = cluster.get("security") if isinstance(cluster.get("security"), dict) else {}
+    protocol = security.get("protocol", "PLAINTEXT")
+    if isinstance(protocol, str) and not protocol.endswith("SSL"):
+        report([*where, "tls"], f"tls is set but security.protocol is {protocol}",
+               "set security.protocol to SSL (TLS, with a client certificate for mutual TLS) or SASL_SSL")
+    stores = [(["truststore"], tls.get("truststore")), (["keystore"], tls.get("keystore"))]
+    if isinstance(tls.get("admin"), dict):
+        stores.append((["admin", "keystore"], tls["admin"].get("keystore")))
+    for path, store in stores:
+        if isinstance(store, dict) and isinstance(store.get("path"), str) and not store_type(store["path"], store.get("type")):
+            report([*where, "tls", *path, "type"], f"the type of store {show(store['path'], [])} is not known",
+                   "set type: JKS or PKCS12 (a .jks, .p12 or .pfx file name says it)")
 
 
 def check_mirrors(data: dict, report: Report) -> None:

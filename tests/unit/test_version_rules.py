@@ -132,9 +132,9 @@ def test_the_cli_plan_exits_1_with_the_refusal(monkeypatch, capsys):
 
 
 def _response(features: list[tuple[str, int]] | None, error: int = 0) -> bytes:
-    """An ApiVersions v3 response without its size: correlation id, error, two api keys, throttle,
+    """An ApiVersions v3 response body after its correlation id: error, two api keys, throttle,
     and (tag 2) the finalized features."""
-    body = struct.pack(">ih", 1, error) + bytes([3]) + struct.pack(">hhh", 18, 0, 4) + b"\0"
+    body = struct.pack(">h", error) + bytes([3]) + struct.pack(">hhh", 18, 0, 4) + b"\0"
     body += struct.pack(">hhh", 3, 0, 13) + b"\0" + struct.pack(">i", 0)
     if features is None:
         return body + b"\0"

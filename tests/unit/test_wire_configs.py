@@ -314,11 +314,11 @@ def test_a_connection_logs_in_and_pipelines_its_requests(monkeypatch, password):
     monkeypatch.setattr(wire.socket, "create_connection", lambda _address, timeout=None: ours)
     if password == "wrong":
         with pytest.raises(WireUnavailable) as failure:
-            wire.WireConnection("broker", 9092, "SASL_PLAINTEXT", "PLAIN", "admin", password, 5.0)
+            wire.WireConnection("broker", 9092, 5.0, sasl=wire.Sasl("PLAIN", "admin", password))
         assert "SASL authentication failed" in str(failure.value) and password not in str(failure.value)
         return
     batches = [[f"a-{i}" for i in range(300)], ["b"], [f"c-{i}" for i in range(50)]]
-    with wire.WireConnection("broker", 9092, "SASL_PLAINTEXT", "PLAIN", "admin", password, 5.0) as conn:
+    with wire.WireConnection("broker", 9092, 5.0, sasl=wire.Sasl("PLAIN", "admin", password)) as conn:
         bodies = list(conn.requests([lambda cid, b=b: wire.describe_configs_request(cid, b) for b in batches]))
     assert [sorted(parse_describe_configs(body)) for body in bodies] == [sorted(b) for b in batches]
     broker.join(timeout=5)
@@ -328,5 +328,5 @@ def test_a_mechanism_the_wire_does_not_speak_leaves_the_read_to_the_admin_client
     ours, theirs = socket.socketpair()
     monkeypatch.setattr(wire.socket, "create_connection", lambda _address, timeout=None: ours)
     with pytest.raises(WireUnavailable, match="GSSAPI is not spoken here"):
-        wire.WireConnection("broker", 9092, "SASL_PLAINTEXT", "GSSAPI", "admin", None, 5.0)
+        wire.WireConnection("broker", 9092, 5.0, sasl=wire.Sasl("GSSAPI", "admin", ""))
     theirs.close()
