@@ -7,8 +7,8 @@ from pathlib import Path
 
 from mm2spec import __version__
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE
-from mm2spec.render.repository import (ENGINES, RepositoryOptions, check_init_folder, check_spec, init_files, parse_cluster,
-                                       write_repository)
+from mm2spec.render.repository import (ENGINES, RepositoryOptions, check_init_folder, check_spec, init_files,
+                                       parse_client_cert, parse_cluster, parse_tls_ca, write_repository)
 from mm2spec.resources import schema_path
 
 
@@ -22,6 +22,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         topics=tuple(args.topic or ()),
         environments=tuple(e.strip() for e in args.environments.split(",")) if args.environments.strip() else (),
         engine=args.engine,
+        tls_ca=tuple(parse_tls_ca("--tls-ca", text) for text in args.tls_ca or ()),
+        client_certs=tuple(parse_client_cert("--client-cert", text) for text in args.client_cert or ()),
     )
     files = init_files(options, schema_path("dr-spec.schema.json").read_text(encoding="utf-8"), __version__)
     check_spec(files)
@@ -57,4 +59,9 @@ def add_parsers(commands) -> None:
                    help=f"which runs the mirror: {', '.join(ENGINES)} (default: {DEFAULT_ENGINE})")
     p.add_argument("--force", action="store_true",
                    help="write into a folder that holds files (files of the same name are replaced, others kept)")
+    p.add_argument("--tls-ca", action="append", metavar="ALIAS=CA.pem",
+                   help="the cluster is reached over TLS with this CA (PEM; a private CA); repeat per cluster")
+    p.add_argument("--client-cert", action="append", metavar="ALIAS=CERT.pem,KEY.pem",
+                   help="the mirror's client certificate and PKCS#8 key on that cluster (mutual TLS); its principal "
+                        "is read from the certificate; repeat per cluster")
     p.set_defaults(func=cmd_init)

@@ -25,6 +25,7 @@ from pathlib import Path
 from mm2spec.components import versions
 from mm2spec.errors import InitRefused, OutputUnwritable, SpecInvalid
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, ENGINE_FACTS
+from mm2spec.mm2.tls import certificate_principal
 from mm2spec.render.files import check_output_folder, write_files
 from mm2spec.render.workflow import WORKFLOW_FILE, ci_workflow
 from mm2spec.spec.document import printable
@@ -79,6 +80,27 @@ class RepositoryOptions:
     """One overlay and one Pulumi stack each."""
     engine: str = DEFAULT_ENGINE
     """Which runs the mirror: one of ``ENGINES``."""
+    tls_ca: tuple[tuple[str, str], ...] = ()
+    """``(alias, CA PEM file)`` of clusters reached over TLS with a private CA (``--tls-ca``)."""
+    client_certs: tuple[tuple[str, str, str], ...] = ()
+    """``(alias, certificate, key)`` PEM files of the mirror's client certificate (``--client-cert``)."""
+
+
+def parse_tls_ca(flag: str, text: str) -> tuple[str, str]:
+    """``ALIAS=CA.pem`` -> (alias, path); InitRefused says what is wrong."""
+    alias, equals, path = text.partition("=")
+    if not equals or not alias or not path:
+        raise InitRefused(f"{flag} needs ALIAS=CA.pem, e.g. {flag} primary=certs/primary-ca.pem")
+    return alias, path
+
+
+def parse_client_cert(flag: str, text: str) -> tuple[str, str, str]:
+    """``ALIAS=CERT.pem,KEY.pem`` -> (alias, certificate, key); InitRefused says what is wrong."""
+    alias, equals, files = text.partition("=")
+    certificate, comma, key = files.partition(",")
+    if not equals or not alias or not comma or not certificate or not key:
+        raise InitRefused(f"{flag} needs ALIAS=CERT.pem,KEY.pem, e.g. {flag} primary=certs/mm2.pem,certs/mm2.key")
+    return alias, certificate, key
 
 
 def parse_cluster(flag: str, text: str) -> tuple[str, tuple[str, ...]]:
@@ -200,6 +222,10 @@ def _check(options: RepositoryOptions) -> None:
         if problem:
             shown = printable(topic)[:100]
             raise InitRefused(f"--topic {shown!r}: {'' if topic else 'not '}a topic name or Java regex: {problem}")
+    aliases = [c[0] for c in (options.source or SKELETON_SOURCE, options.target or SKELETON_TARGET)]
+    for flag, alias in [("--tls-ca", a) for a, _ in options.tls_ca] + [("--client-cert", a) for a, _, _ in options.client_certs]:
+        if alias not in aliases:
+            raise InitRefused(f"{flag} {printable(alias)[:70]!r}: not a cluster of the spec; its clusters: {', '.join(aliases)}")
 
 
 def _flow(items) -> str:
@@ -219,15 +245,34 @@ def _secret_names(options: RepositoryOptions) -> tuple[str, ...]:
     return _secret_name((options.source or SKELETON_SOURCE)[0]), _secret_name((options.target or SKELETON_TARGET)[0])
 
 
-def _cluster(alias: str, addresses: tuple[str, ...], placeholder: bool) -> str:
+def _cluster(alias: str, addresses: tuple[str, ...], placeholder: bool, options: RepositoryOptions) -> str:
     note = "   # placeholders: your brokers' host:port" if placeholder else ""
-    return (f"  {alias}:\n"
-            f"    bootstrapServers: {_flow(addresses)}{note}\n"
-            f"    # security:                       # for secured clusters, e.g. SASL over TLS:\n"
-            f"    #   protocol: SASL_SSL            # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL\n"
-            f"    #   saslMechanism: SCRAM-SHA-512\n"
-            f"    #   username: mm2\n"
-            f"    #   passwordSecret: {_secret_name(alias)}   # a secret's NAME, never the password itself\n")
+    head = f"  {alias}:\n    bootstrapServers: {_flow(addresses)}{note}\n"
+    ca = dict(options.tls_ca).get(alias)
+    cert = next(((c, k) for a, c, k in options.client_certs if a == alias), None)
+    if ca is None and cert is None:
+        return (head +
+                f"    # security:                       # for secured clusters, e.g. SASL over TLS:\n"
+                f"    #   protocol: SASL_SSL            # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL\n"
+                f"    #   saslMechanism: SCRAM-SHA-512\n"
+                f"    #   username: mm2\n"
+                f"    #   passwordSecret: {_secret_name(alias)}   # a secret's NAME, never the password itself\n"
+                f"    # tls:                            # a private CA, a client certificate (mutual TLS)\n"
+                f"    #   ca: certs/{alias}-ca.pem\n")
+    text = head + ("    security:\n"
+                   "      protocol: SSL                   # TLS; SASL over TLS: SASL_SSL with saslMechanism, username, "
+                   "passwordSecret\n")
+    if cert is not None:
+        principal = certificate_principal(cert[0]) or "User:CN=mm2"
+        text += (f"      principal: {json.dumps(principal)}   # the certificate's subject as the brokers' default mapping "
+                 f"names it (ssl.principal.mapping.rules may shorten it): its ACLs go to it\n")
+    text += "    tls:\n"
+    if ca is not None:
+        text += f"      ca: {json.dumps(ca)}   # PEM: the CA that signed the brokers' certificates\n"
+    if cert is not None:
+        text += (f"      certificate: {json.dumps(cert[0])}   # PEM: the mirror's client certificate (mutual TLS)\n"
+                 f"      key: {json.dumps(cert[1])}   # PEM, PKCS#8; encrypted: keyPasswordSecret: <secret NAME>\n")
+    return text
 
 
 def _spec(options: RepositoryOptions) -> str:
@@ -249,7 +294,7 @@ metadata:
   name: {options.name}
 
 clusters:
-{_cluster(source, source_servers, skeleton)}{_cluster(target, target_servers, skeleton)}
+{_cluster(source, source_servers, skeleton, options)}{_cluster(target, target_servers, skeleton, options)}
 # One entry per replication flow (source -> target); more entries give active-active or fan-in.
 mirrors:
   - name: {source}-to-{target}
