@@ -24,10 +24,17 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     commands = dev.add_subparsers(dest="dev_command", metavar="{up,status,down,seed,wait-mirrored}", required=True)
 
     up = commands.add_parser("up", help="start the clusters (and Connect) and wait until they answer")
-    up.add_argument(
+    security = up.add_mutually_exclusive_group()
+    security.add_argument(
         "--secure",
         action="store_true",
         help="SASL/SCRAM-SHA-512 with the StandardAuthorizer: users admin (super user) and mm2 (no ACLs)",
+    )
+    security.add_argument(
+        "--tls",
+        action="store_true",
+        help="TLS with a private CA per cluster: mTLS on the client port (users are CN=admin, CN=mm2, CN=intruder) "
+        "and SASL_SSL/SCRAM-SHA-512 on a second port (primary 19094, dr 29094), with the StandardAuthorizer",
     )
     worker = up.add_mutually_exclusive_group()
     worker.add_argument("--no-connect", action="store_true", help="do not start a Kafka Connect worker")
@@ -81,7 +88,7 @@ def _add_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    stack = DevStack(args.dir, secure=args.secure)
+    stack = DevStack(args.dir, secure=args.secure, tls=args.tls)
     stack.up(
         with_connect=not args.no_connect,
         connect_config=args.connect_config,

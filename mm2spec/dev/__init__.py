@@ -3,6 +3,7 @@
 - ``stack``, ``kafka``, ``connect``, ``config``, ``process``: single-node KRaft clusters ``primary``
   and ``dr``, a Kafka Connect worker and MirrorMaker 2 in dedicated mode, as Java processes
   (``mm2spec dev up|status|down`` and the integration-test fixtures)
+- ``certs``: a private CA per cluster and the client certificates of ``mm2spec dev up --tls``
 - ``spark``: a Spark standalone cluster (master + worker) from the pip pyspark distribution
 - ``demo``: the demo's data: seed the source topics, wait until the target has them
 
@@ -12,8 +13,10 @@ May import: ``spec``, ``live``, ``runtime`` (process helpers), ``components``, `
 Never ``plan``, ``provision``, ``ops`` or ``cli``; never prints.
 """
 
+from mm2spec.dev.certs import ClusterCerts, ensure_certs, ensure_cluster_certs
 from mm2spec.dev.config import (
     ADMIN_PASSWORD,
+    ADMIN_PASSWORD_ENV_VARS,
     ADMIN_USER,
     MM2_PASSWORD,
     MM2_USER,
@@ -23,6 +26,8 @@ from mm2spec.dev.config import (
     connect_worker_properties,
     java_client_properties,
     secure_env,
+    spec_fragment,
+    tls_env,
 )
 from mm2spec.dev.connect import ConnectWorker, MirrorMaker, connect_ready
 from mm2spec.dev.kafka import KafkaCluster, broker_ready
@@ -32,12 +37,14 @@ from mm2spec.dev.stack import DEFAULT_ROOT, DevPorts, DevStack, DevState
 
 __all__ = [
     "ADMIN_PASSWORD",
+    "ADMIN_PASSWORD_ENV_VARS",
     "ADMIN_USER",
     "MM2_PASSWORD",
     "MM2_USER",
     "PASSWORD_ENV_VARS",
     "DEFAULT_ROOT",
     "BrokerSpec",
+    "ClusterCerts",
     "ConnectWorker",
     "DevError",
     "DevPorts",
@@ -52,6 +59,10 @@ __all__ = [
     "client_config",
     "connect_ready",
     "connect_worker_properties",
+    "ensure_certs",
+    "ensure_cluster_certs",
     "java_client_properties",
     "secure_env",
+    "spec_fragment",
+    "tls_env",
 ]

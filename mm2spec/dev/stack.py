@@ -17,6 +17,7 @@ from typing import Callable
 from mm2spec.components import Components
 
 from mm2spec.dev import process
+from mm2spec.dev.certs import CLIENT_NAMES, ClusterCerts, ensure_certs
 from mm2spec.dev.config import (
     ADMIN_PASSWORD,
     ADMIN_USER,
@@ -26,6 +27,8 @@ from mm2spec.dev.config import (
     client_config,
     connect_worker_properties,
     secure_env,
+    spec_fragment,
+    tls_env,
 )
 from mm2spec.dev.connect import ConnectWorker, MirrorMaker
 from mm2spec.dev.kafka import BROKER_HEAP, KafkaCluster, broker_ready
@@ -53,12 +56,15 @@ class DevPorts:
     dr: int = 29092
     dr_controller: int = 29093
     connect: int = 8083
+    primary_sasl_ssl: int = 19094
+    """The SASL_SSL listener of ``primary`` (``--tls`` only; its SSL listener is ``primary``)."""
+    dr_sasl_ssl: int = 29094
 
     @classmethod
     def free(cls) -> DevPorts:
-        """Five currently free ports away from the defaults (tests, parallel sessions)."""
-        defaults = cls()
-        return cls(*process.pick_free_ports(5, avoid=tuple(vars(defaults).values())))
+        """Currently free ports away from the defaults (tests, parallel sessions)."""
+        defaults = vars(cls())
+        return cls(*process.pick_free_ports(len(defaults), avoid=tuple(defaults.values())))
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,8 @@ class DevState:
     clusters: dict[str, BrokerSpec]
     processes: list[JavaProcess] = field(default_factory=list)
     connect_url: str | None = None
+    tls: bool = False
+    """Started with ``--tls``: each cluster's ``BrokerSpec`` has its SASL_SSL port and certificates."""
 
     @property
     def primary(self) -> BrokerSpec:
@@ -79,9 +87,18 @@ class DevState:
     def dr(self) -> BrokerSpec:
         return self.clusters["dr"]
 
-    def client_config(self, cluster: str, user: str = ADMIN_USER) -> dict[str, str]:
-        """confluent_kafka settings for ``cluster`` (``primary``/``dr``) as ``user``."""
-        return client_config(self.clusters[cluster], user)
+    def client_config(self, cluster: str, user: str = ADMIN_USER, listener: str | None = None) -> dict[str, str]:
+        """confluent_kafka settings for ``cluster`` (``primary``/``dr``) as ``user``; on a TLS pair
+        ``listener="sasl_ssl"`` picks SCRAM over TLS instead of mTLS (``config.client_config``)."""
+        return client_config(self.clusters[cluster], user, listener)
+
+    def certs(self, cluster: str) -> ClusterCerts:
+        """The certificates of ``cluster`` (DevError unless the pair runs with TLS)."""
+        return self.clusters[cluster].certs
+
+    def spec_fragment(self, cluster: str, shape: str = "mtls") -> dict:
+        """``cluster``'s entry for a spec, ``mtls`` or ``sasl_ssl`` (``config.spec_fragment``)."""
+        return spec_fragment(self.clusters[cluster], shape)
 
     def process(self, name: str) -> JavaProcess | None:
         return next((p for p in self.processes if p.name == name), None)
@@ -93,6 +110,9 @@ class DevState:
             "clusters": {name: vars(spec) for name, spec in self.clusters.items()},
             "processes": [p.to_json() for p in self.processes],
             "connect_url": self.connect_url,
+            "tls": self.tls,
+            # For people and scripts reading the file; read back from each cluster's certs_dir.
+            "certs": {name: spec.certs.to_json() for name, spec in self.clusters.items() if spec.tls},
         }
 
     @classmethod
@@ -103,6 +123,7 @@ class DevState:
             clusters={name: BrokerSpec(**spec) for name, spec in data["clusters"].items()},
             processes=[JavaProcess.from_json(p) for p in data["processes"]],
             connect_url=data.get("connect_url"),
+            tls=data.get("tls", False),
         )
 
 
@@ -120,6 +141,7 @@ class DevStack:
         *,
         ports: DevPorts = DevPorts(),
         secure: bool = False,
+        tls: bool = False,
         found: Components | None = None,
         tie_to_parent: bool = False,
         echo: Callable[[str], None] = print,
@@ -128,7 +150,10 @@ class DevStack:
         self.root = Path(root or os.environ.get("MM2SPEC_DEV_DIR") or DEFAULT_ROOT).resolve()
         self.broker_heap = broker_heap
         self.ports = ports
+        if secure and tls:
+            raise DevError("--secure (SASL_PLAINTEXT) and --tls are two modes; choose one")
         self.secure = secure
+        self.tls = tls
         self.found = found
         self.tie_to_parent = tie_to_parent
         self.echo = echo
@@ -137,8 +162,20 @@ class DevStack:
     def state_file(self) -> Path:
         return self.root / "state.json"
 
+    @property
+    def certs_root(self) -> Path:
+        """Where ``--tls`` keeps each cluster's CA and certificates (``certs/<cluster>``)."""
+        return self.root / "certs"
+
     def specs(self) -> dict[str, BrokerSpec]:
         p = self.ports
+        if self.tls:
+            return {
+                name: BrokerSpec(name, port, controller, tls=True, sasl_ssl_port=sasl_ssl,
+                                 certs_dir=str(self.certs_root / name))
+                for name, port, controller, sasl_ssl in (("primary", p.primary, p.primary_controller, p.primary_sasl_ssl),
+                                                         ("dr", p.dr, p.dr_controller, p.dr_sasl_ssl))
+            }
         return {
             "primary": BrokerSpec("primary", p.primary, p.primary_controller, self.secure),
             "dr": BrokerSpec("dr", p.dr, p.dr_controller, self.secure),
@@ -169,14 +206,15 @@ class DevStack:
             worker = ConnectWorker(config, self.root, found=self.found, env=self._secret_env())
         mirrormaker = MirrorMaker(mm2_config, self.root, found=self.found, env=self._secret_env()) if mm2_config else None
 
-        wanted = {port: f"{spec.name} {what}"
-                  for spec in specs.values() for port, what in zip(spec.ports, ("client", "controller"))}
+        wanted = {port: f"{spec.name} {what}" for spec in specs.values() for port, what in spec.port_roles().items()}
         if worker:
             wanted[worker.rest_port] = "Connect REST"
         process.check_ports_free(wanted)
 
-        state = DevState(self.root, self.secure, specs)
+        state = DevState(self.root, self.secure, specs, tls=self.tls)
         try:
+            if self.tls:
+                ensure_certs(self.certs_root, tuple(specs), found=self.found)
             with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
                 formatted = [c.spec.name for c, fresh in zip(clusters, pool.map(KafkaCluster.format, clusters)) if fresh]
             if formatted:
@@ -191,7 +229,7 @@ class DevStack:
                 self.echo(f"starting Kafka Connect with {_short(worker.config)}")
                 proc = worker.start(tie_to_parent=self.tie_to_parent)
                 state.processes.append(proc)
-                state = DevState(self.root, self.secure, specs, state.processes, worker.url)
+                state = DevState(self.root, self.secure, specs, state.processes, worker.url, self.tls)
                 self._write_state(state)
                 wait_all_ready({proc: worker.ready}, timeout=timeout)
             if mirrormaker:
@@ -205,7 +243,7 @@ class DevStack:
             process.stop_all(state.processes)
             self.state_file.unlink(missing_ok=True)
             raise
-        if self.secure:
+        if self.secure or self.tls:
             self._write_secure_env()
         self.echo(self.describe(state))
         return state
@@ -221,6 +259,8 @@ class DevStack:
             differences.append(f"running: {', '.join(sorted(alive))}; asked for: {', '.join(sorted(wanted))}")
         if current.secure != self.secure:
             differences.append("it runs " + ("with" if current.secure else "without") + " --secure")
+        if current.tls != self.tls:
+            differences.append("it runs " + ("with" if current.tls else "without") + " --tls")
         if differences:
             raise DevError(f"a different dev environment is already running from {self.root} ({'; '.join(differences)}): "
                            "run `mm2spec dev down` first")
@@ -257,7 +297,7 @@ class DevStack:
             self.state_file.unlink(missing_ok=True)
         process.reap_exited()  # ours may have been stopped by another process's `down`
         if wipe:
-            for name in ("primary", "dr", "logs", "connect", "log4j2.properties", "secure.env"):
+            for name in ("primary", "dr", "logs", "connect", "certs", "log4j2.properties", "secure.env"):
                 target = self.root / name
                 if target.is_dir():
                     shutil.rmtree(target)
@@ -282,6 +322,8 @@ class DevStack:
             lines.append(f"  users: {ADMIN_USER}/{ADMIN_PASSWORD} (super user), "
                          f"{MM2_USER}/{MM2_PASSWORD} (no ACLs), SCRAM-SHA-512")
             lines.append(f"  secrets for the spec: source {_short(self.root / 'secure.env')}")
+        if state.tls:
+            lines += _describe_tls(state, self.root / "secure.env")
         return "\n".join([f"dev environment in {_short(self.root)}:", *lines])
 
     def _default_connect_config(self, dr: BrokerSpec) -> Path:
@@ -292,10 +334,12 @@ class DevStack:
 
     def _secret_env(self) -> dict[str, str]:
         # Rendered configs refer to passwords by env var name (EnvVarConfigProvider).
+        if self.tls:
+            return tls_env()
         return secure_env() if self.secure else {}
 
     def _write_secure_env(self) -> None:
-        lines = [f"export {name}={value}\n" for name, value in secure_env().items()]
+        lines = [f"export {name}={value}\n" for name, value in self._secret_env().items()]
         (self.root / "secure.env").write_text("# dev-only passwords (fixed, documented)\n" + "".join(lines))
 
     def _write_state(self, state: DevState) -> None:
@@ -303,6 +347,20 @@ class DevStack:
         scratch = self.state_file.with_suffix(".tmp")
         scratch.write_text(json.dumps(state.to_json(), indent=2))
         scratch.replace(self.state_file)
+
+
+def _describe_tls(state: DevState, secrets: Path) -> list[str]:
+    lines = []
+    for name, spec in state.clusters.items():
+        certs = spec.certs
+        lines.append(f"  {name}: mTLS (SSL) {spec.bootstrap}, SASL_SSL {spec.sasl_ssl_bootstrap}; "
+                     f"CA {_short(certs.ca)}")
+        lines.append(f"  {'':<{len(name)}}  client certificates {_short(certs.folder)}/<user>.pem + <user>.key "
+                     f"(CN=<user>: {', '.join(CLIENT_NAMES)})")
+    lines.append(f"  users: CN={ADMIN_USER} and {ADMIN_USER}/{ADMIN_PASSWORD} (super user); CN={MM2_USER} and "
+                 f"{MM2_USER}/{MM2_PASSWORD} (no ACLs); CN=intruder (no ACLs, ever); SCRAM-SHA-512 on SASL_SSL")
+    lines.append(f"  secrets for the spec: source {_short(secrets)}")
+    return lines
 
 
 def _broker_check(spec: BrokerSpec) -> Callable[[], bool]:

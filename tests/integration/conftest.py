@@ -27,8 +27,8 @@ from tests.kit.toxiproxy import ProxiedPair
 from required import missing_component
 
 
-def _start_pair(root: Path, *, secure: bool) -> tuple[DevStack, DevState]:
-    stack = DevStack(root, ports=DevPorts.free(), secure=secure, tie_to_parent=True, echo=lambda _line: None)
+def _start_pair(root: Path, *, secure: bool = False, tls: bool = False) -> tuple[DevStack, DevState]:
+    stack = DevStack(root, ports=DevPorts.free(), secure=secure, tls=tls, tie_to_parent=True, echo=lambda _line: None)
     try:
         return stack, stack.up(with_connect=False, timeout=300)
     except ComponentMissing as exc:
@@ -63,6 +63,17 @@ def secure_kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevS
     """Clusters ``primary`` and ``dr`` with SASL_PLAINTEXT/SCRAM-SHA-512 and the StandardAuthorizer;
     users ``admin`` (super user) and ``mm2`` (no ACLs): ``client_config("dr", "mm2")``."""
     stack, state = _start_pair(tmp_path_factory.mktemp("secure-kafka-pair"), secure=True)
+    yield state
+    stack.down()
+
+
+@pytest.fixture(scope="session")
+def tls_kafka_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevState]:
+    """Clusters ``primary`` and ``dr`` with TLS, each with its own CA (``certs("dr")``): mTLS on the
+    client port (``client_config("dr", "mm2")``: users admin, a super user, mm2 and intruder, no ACLs)
+    and SCRAM-SHA-512 on SASL_SSL (``client_config("dr", "mm2", "sasl_ssl")``); the StandardAuthorizer.
+    A missing openssl or keytool is a missing component, like Java."""
+    stack, state = _start_pair(tmp_path_factory.mktemp("tls-kafka-pair"), tls=True)
     yield state
     stack.down()
 

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2spec.dev import DevPorts, DevStack, DevState, MirrorMaker, NotReady, PortInUse
 from mm2spec.dev import process as dev_process
+from mm2spec.mm2.retry import retry_call
 
 pytestmark = pytest.mark.integration
 
@@ -99,6 +100,105 @@ def test_secure_cluster_lets_admin_create_and_denies_mm2(secure_kafka_pair: DevS
     assert refused.value.args[0].name() == "TOPIC_AUTHORIZATION_FAILED"
     # mm2 authenticated (it got an authorization answer), yet sees no topics without ACLs.
     assert allowed not in mm2.list_topics(timeout=10).topics
+
+
+class _Lines(logging.Handler):
+    """Keeps what librdkafka logs, to show why a client could not connect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def authorization_error(call) -> str:
+    """The name of the Kafka error ``call`` fails with (retrying what a fresh broker may answer first)."""
+    with pytest.raises(KafkaException) as refused:
+        retry_call(call)
+    return refused.value.args[0].name()
+
+
+def read_error(conf: dict, topic: str, timeout: float = 60) -> str | None:
+    """The first error a consumer subscribed to ``topic`` gets, or None if it got none in ``timeout``."""
+    consumer = Consumer({**conf, "group.id": f"{topic}-denied", "auto.offset.reset": "earliest", "logger": _QUIET})
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error():
+                return message.error().name()
+            assert message is None, "a client without ACLs read a record"
+    finally:
+        consumer.close()
+    return None
+
+
+def test_tls_pair_admin_over_mtls_and_sasl_ssl_and_everyone_else_denied(tls_kafka_pair: DevState, unique_name) -> None:
+    for cluster in ("primary", "dr"):
+        mtls = tls_kafka_pair.client_config(cluster, "admin")
+        sasl_ssl = tls_kafka_pair.client_config(cluster, "admin", listener="sasl_ssl")
+        assert (mtls["security.protocol"], sasl_ssl["security.protocol"]) == ("SSL", "SASL_SSL")
+        topic = unique_name(cluster)
+        retry_call(lambda: create_topic(mtls, topic))
+        produce_one(mtls, topic, b"by certificate")
+        produce_one(sasl_ssl, topic, b"by password")
+        # Both listeners reach the same log, each as the super user admin (read by one, then the other).
+        reader = sasl_ssl if cluster == "primary" else mtls
+        assert consume_values(reader, topic, 2) == [b"by certificate", b"by password"]
+
+    readable = unique_name("admins")
+    retry_call(lambda: create_topic(tls_kafka_pair.client_config("dr", "admin"), readable))
+    produce_one(tls_kafka_pair.client_config("dr", "admin"), readable, b"not for mm2")
+    for who, conf in (("mm2 by certificate", tls_kafka_pair.client_config("dr", "mm2")),
+                      ("mm2 by password", tls_kafka_pair.client_config("dr", "mm2", "sasl_ssl")),
+                      ("intruder", tls_kafka_pair.client_config("dr", "intruder"))):
+        # Authenticated: the broker answers metadata (its own entry), only without the topics.
+        admin = AdminClient({**conf, "logger": _QUIET})
+        metadata = retry_call(lambda: admin.list_topics(timeout=30))
+        assert metadata.brokers and readable not in metadata.topics, who
+        denied = unique_name("denied")
+        assert authorization_error(lambda: admin.create_topics([NewTopic(denied, 1, -1)])[denied].result(60)) == \
+            "TOPIC_AUTHORIZATION_FAILED", who
+        assert read_error(conf, readable) in {"TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED"}, who
+
+
+def test_tls_pair_refuses_clients_without_a_certificate_it_trusts(tls_kafka_pair: DevState) -> None:
+    certs = tls_kafka_pair.certs("primary")
+    good = tls_kafka_pair.client_config("primary", "mm2")
+    bare = {key: value for key, value in good.items() if key not in ("ssl.certificate.location", "ssl.key.location")}
+    expired = {**good, "ssl.certificate.location": str(certs.expired_certificate), "ssl.key.location": str(certs.expired_key)}
+    foreign = {**good, "ssl.certificate.location": str(certs.foreign_certificate), "ssl.key.location": str(certs.foreign_key)}
+    # dr's own mm2 certificate: a valid certificate, from the other cluster's CA.
+    other_cluster = {**tls_kafka_pair.client_config("dr", "mm2"), "bootstrap.servers": good["bootstrap.servers"],
+                     "ssl.ca.location": good["ssl.ca.location"]}
+    for who, conf in (("no certificate", bare), ("expired", expired), ("foreign CA", foreign),
+                      ("the other cluster's CA", other_cluster)):
+        lines = _Lines()
+        log = logging.getLogger(f"tests.tls-refused.{who}")
+        log.addHandler(lines)
+        log.propagate = False
+        admin = AdminClient({**conf, "logger": log})
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=5)
+        admin.poll(1)  # serves the client's log lines to the handler
+        # The broker ended the TLS handshake with an alert: not a refused port, not a timeout.
+        assert any("SSL routines" in line and "alert" in line for line in lines.lines), (who, lines.lines[-3:])
+    # The same client with mm2's certificate gets in: what failed above was the certificate.
+    assert AdminClient({**good, "logger": _QUIET}).list_topics(timeout=30).brokers
+
+
+def test_tls_connect_worker_reaches_its_cluster_as_admin(tls_kafka_pair: DevState, connect_worker) -> None:
+    worker = connect_worker(cluster=tls_kafka_pair.dr)
+    with urllib.request.urlopen(f"{worker.url}/connectors", timeout=10) as response:
+        assert json.load(response) == []
+    props = worker.config.read_text()
+    assert "ssl.keystore.location=" in props and "admin-keystore.pem" in props
+    # The worker made its internal topics over mTLS, as admin.
+    topics = AdminClient({**tls_kafka_pair.client_config("dr", "admin"), "logger": _QUIET}).list_topics(timeout=30).topics
+    assert any(name.endswith("-configs") for name in topics)
 
 
 def test_connect_worker_offers_mirrormaker_plugins(connect_worker) -> None:

@@ -14,6 +14,8 @@ from mm2spec.cli import dev as commands
 from mm2spec.dev.config import (
     ADMIN_PASSWORD,
     MM2_PASSWORD,
+    spec_fragment,
+    tls_env,
     BrokerSpec,
     broker_properties,
     client_config,
@@ -28,7 +30,7 @@ from mm2spec.dev.config import (
 )
 from mm2spec.dev.kafka import KafkaCluster
 from mm2spec.dev.process import JavaProcess
-from mm2spec.dev.stack import DevState
+from mm2spec.dev.stack import DevPorts, DevStack, DevState
 
 PLAIN = BrokerSpec("primary", 19092, 19093)
 SECURE = BrokerSpec("dr", 29092, 29093, secure=True)
@@ -256,3 +258,146 @@ def test_brokers_may_take_kafkas_default_heap_or_what_the_stack_is_given(
     with pytest.raises(Stop):
         stack.DevStack(tmp_path / "big", broker_heap="3g").up(with_connect=False)
     assert made == ["3g"]
+
+
+TLS = BrokerSpec("primary", 19092, 19093, tls=True, sasl_ssl_port=19094, certs_dir="/x/certs/primary")
+
+
+def test_tls_broker_requires_client_certificates_on_ssl_and_scram_on_sasl_ssl() -> None:
+    props = read_properties(broker_properties(TLS, Path("/data/primary")))
+    assert props["listeners"] == props["advertised.listeners"] == (
+        "SSL://127.0.0.1:19092,SASL_SSL://127.0.0.1:19094,CONTROLLER://127.0.0.1:19093")
+    assert props["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL"
+    assert props["controller.listener.names"] == "CONTROLLER"
+    assert props["listener.name.ssl.ssl.client.auth"] == "required"
+    assert props["listener.name.sasl_ssl.ssl.client.auth"] == "none"
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert "ScramLoginModule" in props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
+    assert (props["ssl.keystore.type"], props["ssl.keystore.location"]) == ("PEM", "/x/certs/primary/broker-keystore.pem")
+    assert (props["ssl.truststore.type"], props["ssl.truststore.location"]) == ("PEM", "/x/certs/primary/ca.pem")
+    assert not any("password" in key for key in props if key.startswith("ssl."))
+    assert props["inter.broker.listener.name"] == "SSL"
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert props["super.users"].split(";") == ["User:admin", "User:CN=admin", "User:ANONYMOUS", "User:CN=broker-primary"]
+    assert "User:CN=mm2" not in props["super.users"] and "intruder" not in props["super.users"]
+    assert props["offsets.topic.replication.factor"] == "1"
+
+
+def test_tls_cluster_formats_with_the_scram_users_and_listens_on_three_ports() -> None:
+    args = format_args(TLS, "cid", Path("/p/server.properties"))
+    assert [args[i + 1] for i, arg in enumerate(args) if arg == "--add-scram"] == [
+        f"SCRAM-SHA-512=[name=admin,password={ADMIN_PASSWORD}]",
+        f"SCRAM-SHA-512=[name=mm2,password={MM2_PASSWORD}]",
+    ]
+    assert TLS.ports == (19092, 19093, 19094)
+    assert TLS.port_roles() == {19092: "client", 19093: "controller", 19094: "SASL_SSL client"}
+    assert (TLS.security_protocol, TLS.bootstrap, TLS.sasl_ssl_bootstrap) == ("SSL", "127.0.0.1:19092", "127.0.0.1:19094")
+    assert PLAIN.ports == (19092, 19093) and SECURE.security_protocol == "SASL_PLAINTEXT"
+
+
+def test_a_cluster_is_secure_or_tls_and_a_tls_one_knows_its_port_and_certificates() -> None:
+    with pytest.raises(DevError, match="choose one"):
+        BrokerSpec("dr", 1, 2, secure=True, tls=True, sasl_ssl_port=3, certs_dir="/c")
+    with pytest.raises(DevError, match="needs sasl_ssl_port and certs_dir"):
+        BrokerSpec("dr", 1, 2, tls=True)
+    with pytest.raises(DevError, match="not started with --tls"):
+        _ = PLAIN.certs
+    with pytest.raises(DevError, match="no SASL_SSL listener"):
+        _ = PLAIN.sasl_ssl_bootstrap
+
+
+def test_tls_client_settings_use_the_users_certificate_or_scram_over_tls() -> None:
+    assert client_config(TLS, "mm2") == {
+        "bootstrap.servers": "127.0.0.1:19092",
+        "security.protocol": "SSL",
+        "ssl.ca.location": "/x/certs/primary/ca.pem",
+        "ssl.certificate.location": "/x/certs/primary/mm2.pem",
+        "ssl.key.location": "/x/certs/primary/mm2.key",
+    }
+    assert client_config(TLS, "intruder", "ssl")["ssl.certificate.location"] == "/x/certs/primary/intruder.pem"
+    assert client_config(TLS, "admin", "sasl_ssl") == {
+        "bootstrap.servers": "127.0.0.1:19094",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": "/x/certs/primary/ca.pem",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "admin",
+        "sasl.password": ADMIN_PASSWORD,
+    }
+    with pytest.raises(DevError, match="no user 'intruder'"):
+        client_config(TLS, "intruder", "sasl_ssl")
+    with pytest.raises(DevError, match="no client certificate for 'bob'"):
+        client_config(TLS, "bob")
+    with pytest.raises(DevError, match="unknown listener 'plaintext'"):
+        client_config(TLS, "admin", "plaintext")
+    with pytest.raises(DevError, match="needs a --tls cluster"):
+        client_config(SECURE, "admin", "sasl_ssl")
+
+
+def test_tls_java_clients_and_the_connect_worker_use_pem_stores_as_admin() -> None:
+    props = read_properties(connect_worker_properties(TLS, rest_port=18083))
+    for prefix in ("", "producer.", "consumer.", "admin."):
+        assert props[prefix + "security.protocol"] == "SSL", prefix
+        assert props[prefix + "ssl.truststore.type"] == props[prefix + "ssl.keystore.type"] == "PEM", prefix
+        assert props[prefix + "ssl.truststore.location"] == "/x/certs/primary/ca.pem", prefix
+        assert props[prefix + "ssl.keystore.location"] == "/x/certs/primary/admin-keystore.pem", prefix
+    assert java_client_properties(TLS, "mm2")["ssl.keystore.location"] == "/x/certs/primary/mm2-keystore.pem"
+    assert not any("sasl" in key for key in props)
+
+
+def test_spec_fragments_of_a_tls_cluster() -> None:
+    assert spec_fragment(TLS, "mtls") == {
+        "bootstrapServers": ["127.0.0.1:19092"],
+        "security": {"protocol": "SSL", "principal": "User:CN=mm2"},
+        "tls": {
+            "ca": "/x/certs/primary/ca.pem",
+            "certificate": "/x/certs/primary/mm2.pem",
+            "key": "/x/certs/primary/mm2.key",
+            "admin": {"certificate": "/x/certs/primary/admin.pem", "key": "/x/certs/primary/admin.key"},
+        },
+    }
+    dr = BrokerSpec("dr", 29092, 29093, tls=True, sasl_ssl_port=29094, certs_dir="/x/certs/dr")
+    assert spec_fragment(dr, "sasl_ssl") == {
+        "bootstrapServers": ["127.0.0.1:29094"],
+        "security": {
+            "protocol": "SASL_SSL",
+            "saslMechanism": "SCRAM-SHA-512",
+            "username": "mm2",
+            "passwordSecret": "DR_MM2_PASSWORD",
+            "admin": {"username": "admin", "passwordSecret": "DR_ADMIN_PASSWORD"},
+        },
+        "tls": {"ca": "/x/certs/dr/ca.pem"},
+    }
+    with pytest.raises(DevError, match="unknown spec fragment shape 'scram'"):
+        spec_fragment(TLS, "scram")
+    with pytest.raises(DevError, match="not started with --tls"):
+        spec_fragment(PLAIN, "mtls")
+    assert tls_env() == {**secure_env(), "PRIMARY_ADMIN_PASSWORD": ADMIN_PASSWORD, "DR_ADMIN_PASSWORD": ADMIN_PASSWORD}
+
+
+def test_a_tls_stack_gives_each_cluster_its_ports_and_certificates_and_records_them(tmp_path: Path) -> None:
+    ports = DevPorts.free()
+    assert len(set(vars(ports).values())) == len(vars(ports)) == 7
+    specs = DevStack(tmp_path, ports=ports, tls=True).specs()
+    assert specs["dr"].sasl_ssl_port == ports.dr_sasl_ssl and specs["dr"].certs_dir == str(tmp_path.resolve() / "certs" / "dr")
+    assert DevStack(tmp_path).specs()["dr"] == BrokerSpec("dr", 29092, 29093)
+    with pytest.raises(DevError, match="choose one"):
+        DevStack(tmp_path, secure=True, tls=True)
+
+    state = DevState(tmp_path, False, specs, tls=True)
+    data = state.to_json()
+    assert data["tls"] is True
+    assert data["clusters"]["primary"]["sasl_ssl_port"] == ports.primary_sasl_ssl
+    assert data["certs"]["dr"]["ca"] == str(tmp_path.resolve() / "certs" / "dr" / "ca.pem")
+    assert DevState.from_json(data) == state
+    assert state.client_config("dr", "mm2", "sasl_ssl")["bootstrap.servers"] == f"127.0.0.1:{ports.dr_sasl_ssl}"
+    assert state.spec_fragment("primary")["bootstrapServers"] == [f"127.0.0.1:{ports.primary}"]
+    assert state.certs("dr").key("admin") == tmp_path.resolve() / "certs" / "dr" / "admin.key"
+
+
+def test_dev_up_tls_and_secure_contradict(capsys: pytest.CaptureFixture) -> None:
+    assert _parser().parse_args(["dev", "up", "--tls"]).tls
+    assert not _parser().parse_args(["dev", "up"]).tls
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["dev", "up", "--tls", "--secure"])
+    assert "not allowed with" in capsys.readouterr().err
