@@ -37,7 +37,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing
+from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing, TlsInvalid
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.types import LiveTopic
 from mm2spec.live.wire import (ConfigsResult, Sasl, WireConnection, WireUnavailable, api_versions_request,
@@ -148,8 +148,12 @@ def probe_tls(cluster: Cluster, tls: ClientTls) -> None:
         host, _, port = server.rpartition(":")
         try:
             with WireConnection(host.strip("[]"), int(port), TLS_PROBE_TIMEOUT_S, context, tls_errors=True,
-                                where=tls.where) as conn:
+                                where=tls.where, with_certificate=tls.has_identity) as conn:
                 conn.api_versions()
+                if not cluster.security.uses_sasl and not conn.answers_unauthenticated():
+                    raise TlsInvalid(f"{tls.where}: {server} is a SASL listener (it answers nothing before SASL "
+                                     f"authentication): set security.protocol SASL_SSL with saslMechanism, username "
+                                     f"and passwordSecret, or use the cluster's SSL listener")
         except (WireUnavailable, ValueError):
             continue
         _PROBED.add(key)

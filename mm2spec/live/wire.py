@@ -41,6 +41,7 @@ from mm2spec.errors import TlsInvalid
 
 DESCRIBE_CONFIGS = 32
 API_VERSIONS = 18
+METADATA = 3
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 TOPIC = 2
@@ -147,8 +148,9 @@ _UNTRUSTED = {2, 18, 19, 20, 21, 27}
 _EXPIRED, _HOSTNAME_MISMATCH = 10, 62
 
 
-def tls_failure(exc: ssl.SSLError | OSError, host: str, port: int, during: str) -> str:
-    """Why a TLS connection to ``host:port`` failed, in a user's words (``during``: handshake or read)."""
+def tls_failure(exc: BaseException, host: str, port: int, during: str, with_certificate: bool = True) -> str:
+    """Why a TLS connection to ``host:port`` failed, in a user's words (``during``: handshake or read;
+    ``with_certificate``: whether the client presented a certificate)."""
     where = f"{host}:{port}"
     if isinstance(exc, ssl.SSLCertVerificationError):
         code, why = exc.verify_code, exc.verify_message
@@ -162,10 +164,11 @@ def tls_failure(exc: ssl.SSLError | OSError, host: str, port: int, during: str) 
             return f"the broker's certificate at {where} has expired: the cluster's operators must renew it"
         return f"the broker's certificate at {where} does not verify ({why})"
     reason = (getattr(exc, "reason", None) or "").upper()
-    if "CERTIFICATE_REQUIRED" in reason:
+    refused = "ALERT" in reason and ("CERTIFICATE" in reason or "UNKNOWN_CA" in reason or "ACCESS_DENIED" in reason)
+    if "CERTIFICATE_REQUIRED" in reason or (refused and not with_certificate):
         return (f"the broker at {where} requires a client certificate (mutual TLS) and none was given: "
                 f"set tls.certificate and tls.key, or tls.keystore")
-    if "ALERT" in reason and ("CERTIFICATE" in reason or "UNKNOWN_CA" in reason or "ACCESS_DENIED" in reason):
+    if refused:
         return (f"the broker at {where} refused the client certificate ({reason.lower()}): it must be signed by a "
                 f"CA the brokers trust and be valid now")
     if "WRONG_VERSION_NUMBER" in reason or "RECORD_LAYER" in reason or "PACKET_LENGTH" in reason:
@@ -185,9 +188,10 @@ class WireConnection:
     credentials); used for a few requests, then closed."""
 
     def __init__(self, host: str, port: int, timeout: float, context: ssl.SSLContext | None = None,
-                 sasl: Sasl | None = None, tls_errors: bool = False, where: str = ""):
+                 sasl: Sasl | None = None, tls_errors: bool = False, where: str = "", with_certificate: bool = True):
         self._correlation = 0
         self._where, self._host, self._port, self._tls_errors = where, host, port, tls_errors
+        self._with_certificate = with_certificate
         try:
             raw = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
@@ -214,7 +218,17 @@ class WireConnection:
         if self._tls_errors and isinstance(exc, (ssl.SSLError, OSError, WireUnavailable)) and not isinstance(
                 exc, (socket.timeout, TimeoutError)):
             self.close()
-            raise TlsInvalid(f"{self._where}: {tls_failure(exc, self._host, self._port, during)}") from None
+            why = tls_failure(exc, self._host, self._port, during, self._with_certificate)
+            raise TlsInvalid(f"{self._where}: {why}") from None
+
+    def answers_unauthenticated(self) -> bool:
+        """Whether the broker answers a request other than ApiVersions without SASL authentication
+        (an empty Metadata v4): False on a SASL listener, which closes the connection instead."""
+        try:
+            self.request(_empty_metadata_request)
+        except (OSError, WireUnavailable):
+            return False
+        return True
 
     def api_versions(self) -> bytes:
         """The ApiVersions v3 response (after the correlation id): the probe's request, and the
@@ -363,6 +377,11 @@ def finalized_metadata_version(response: bytes) -> int | None:
                     return level
         at += size
     return None
+
+
+def _empty_metadata_request(correlation_id: int) -> bytes:
+    """Metadata v4 for no topic (an empty array, not null: null means all), no auto-creation."""
+    return _header_request(METADATA, 4, correlation_id, _I32.pack(0) + b"\0")
 
 
 def _header_request(api_key: int, version: int, correlation_id: int, body: bytes, client: str = "mm2spec") -> bytes:

@@ -168,9 +168,10 @@ def uses_dir_provider(props: list[tuple[str, str]] | Mapping[str, str]) -> bool:
     return any(_DIR_REF.search(v) for v in values)
 
 
-def resolve_references(text: str, lookup: SecretLookup, where: str) -> str:
+def resolve_references(text: str, lookup: SecretLookup, where: str, field: str | None = None) -> str:
     """``text`` with each ``${env:NAME}`` replaced by the secret's value and each ``${dir:FOLDER:FILE}``
-    by the file's content; a secret not set is ``SecretMissing``, a file not readable ``TlsInvalid``."""
+    by the file's content; a secret not set is ``SecretMissing``, a file not readable ``TlsInvalid``
+    (naming ``field``, the spec field, when given)."""
 
     def env(match: re.Match) -> str:
         value = lookup(match.group(1))
@@ -181,7 +182,7 @@ def resolve_references(text: str, lookup: SecretLookup, where: str) -> str:
 
     def file(match: re.Match) -> str:
         path = os.path.join(match.group(1), match.group(2))
-        return _read_text(path, where, path)
+        return _read_text(path, where, field or path)
 
     return _DIR_REF.sub(file, _ENV_REF.sub(env, text))
 
@@ -222,14 +223,18 @@ def _tool(name: str, where: str, why: str) -> str:
 
 def _run(args: list[str], secrets: Mapping[str, str], where: str, what: str) -> bytes:
     env = {**os.environ, **secrets}
-    try:
-        done = subprocess.run(args, env=env, capture_output=True, timeout=_TOOL_TIMEOUT_S, check=False)
+    try:  # no stdin: keytool asks for a password it lacks, which must fail, not wait
+        done = subprocess.run(args, env=env, capture_output=True, timeout=_TOOL_TIMEOUT_S, check=False,
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise TlsInvalid(f"{where}: {what}: {Path(args[0]).name} did not finish in {_TOOL_TIMEOUT_S:.0f} s") from None
     if done.returncode != 0:
         text = (done.stdout + done.stderr).decode(errors="replace")
-        if re.search(r"password was incorrect|mac verify|invalid password|Integrity check failed|bad decrypt", text, re.I):
+        if re.search(r"password was incorrect|mac verify|invalid password|Integrity check failed|bad decrypt"
+                     r"|cannot recover key|final block not properly padded", text, re.I):
             raise TlsInvalid(f"{where}: {what}: the password does not open it (wrong store or key password)")
+        if re.search(r"enter key password", text, re.I):
+            raise TlsInvalid(f"{where}: {what}: its key has a password of its own: name its secret in tls.keyPasswordSecret")
         last = [line for line in text.splitlines() if line.strip()][-1:] or ["no output"]
         raise TlsInvalid(f"{where}: {what}: {Path(args[0]).name} failed: {last[0][:300]}")
     return done.stdout
@@ -269,12 +274,27 @@ def pkcs12_keystore(path: str, kind: str, password: str, key_password: str | Non
         return path
     keytool = _tool("keytool", where, f"reading the JKS keystore {path}")
     out = os.path.join(_private_dir(), f"keystore-{abs(hash((path, time.time())))}.p12")
-    _run([keytool, "-importkeystore", "-noprompt", "-srckeystore", path, "-srcstoretype", "JKS",
-          "-srcstorepass:env", "MM2SPEC_STORE_PASSWORD", "-srckeypass:env", "MM2SPEC_KEY_PASSWORD",
-          "-destkeystore", out, "-deststoretype", "PKCS12", "-deststorepass:env", "MM2SPEC_STORE_PASSWORD",
-          "-destkeypass:env", "MM2SPEC_STORE_PASSWORD"],
-         {"MM2SPEC_STORE_PASSWORD": password, "MM2SPEC_KEY_PASSWORD": key_password or password}, where, f"keystore {path}")
+    secrets = {"MM2SPEC_STORE_PASSWORD": password, "MM2SPEC_KEY_PASSWORD": key_password or password}
+    args = [keytool, "-importkeystore", "-noprompt", "-srckeystore", path, "-srcstoretype", "JKS",
+            "-srcstorepass:env", "MM2SPEC_STORE_PASSWORD", "-destkeystore", out, "-deststoretype", "PKCS12",
+            "-deststorepass:env", "MM2SPEC_STORE_PASSWORD"]
+    if key_password is not None and key_password != password:
+        # keytool takes a key password only with the entry's alias; PKCS#12 keeps one password for both.
+        args += ["-srcalias", _key_alias(keytool, path, password, where), "-srckeypass:env", "MM2SPEC_KEY_PASSWORD",
+                 "-destkeypass:env", "MM2SPEC_STORE_PASSWORD"]
+    _run(args, secrets, where, f"keystore {path}")
     return out
+
+
+def _key_alias(keytool: str, path: str, password: str, where: str) -> str:
+    """The alias of a JKS keystore's first private key entry (``keytool -list -v``, in English)."""
+    out = _run([keytool, "-J-Duser.language=en", "-list", "-v", "-keystore", path, "-storetype", "JKS",
+                "-storepass:env", "MM2SPEC_STORE_PASSWORD"], {"MM2SPEC_STORE_PASSWORD": password}, where,
+               f"keystore {path}").decode(errors="replace")
+    match = re.search(r"^Alias name: (.+?)\s*\n(?:.*\n){0,3}?Entry type: PrivateKeyEntry", out, re.M)
+    if match is None:
+        raise TlsInvalid(f"{where}: keystore {path} holds no private key (a client certificate's key)")
+    return match.group(1)
 
 
 def pkcs12_pem(path: str, password: str, where: str) -> str:
@@ -301,6 +321,43 @@ def _not_after(pem: str, where: str, field: str) -> float | None:
     return ssl.cert_time_to_seconds(decoded["notAfter"]) if decoded.get("notAfter") else None
 
 
+# Kafka's default principal of a client certificate is its subject as Java's X500Principal.getName()
+# writes it (RFC 2253): most specific RDN first, these attributes by keyword.
+_RFC2253_KEYWORDS = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "localityName": "L",
+                     "stateOrProvinceName": "ST", "countryName": "C", "streetAddress": "STREET", "domainComponent": "DC",
+                     "userId": "UID"}
+
+
+def _rfc2253_value(value: str) -> str:
+    escaped = re.sub(r'([,+"\\<>;=])', r"\\\1", value)
+    if escaped[:1] in (" ", "#"):
+        escaped = "\\" + escaped
+    return escaped[:-1] + "\\ " if escaped.endswith(" ") else escaped
+
+
+def certificate_principal(path: str) -> str | None:
+    """The Kafka principal a client certificate has under the brokers' default mapping, e.g.
+    ``User:CN=mm2,OU=platform``; None when the file cannot be read or its subject has an attribute
+    Java writes as an OID (the user then names the principal)."""
+    try:
+        decoded = ssl._ssl._test_decode_cert(path)  # type: ignore[attr-defined]  # stdlib's only cert reader
+    except (ssl.SSLError, OSError, AttributeError, ValueError):
+        return None
+    rdns = []
+    for rdn in reversed(decoded.get("subject", ())):
+        parts = []
+        for name, value in rdn:
+            if name not in _RFC2253_KEYWORDS:
+                return None
+            parts.append(f"{_RFC2253_KEYWORDS[name]}={_rfc2253_value(value)}")
+        rdns.append("+".join(parts))
+    return "User:" + ",".join(rdns) if rdns else None
+
+
+_SPEC_FIELDS = {"ssl.keystore.key": "tls.key", "ssl.keystore.certificate.chain": "tls.certificate"}
+"""The spec field a ``${dir:...}`` reference of a Java property comes from (named in messages)."""
+
+
 class ClientTls:
     """One client's TLS settings, given as Kafka Java properties (``java_properties``, references
     allowed), turned into each family's form. ``where`` names the cluster in every message."""
@@ -315,7 +372,8 @@ class ClientTls:
     def props(self) -> dict[str, str]:
         """The ``ssl.*`` properties with every reference resolved (secrets and PEM contents)."""
         if self._resolved is None:
-            self._resolved = {k: resolve_references(v, self._lookup, self.where) for k, v in self._raw.items()}
+            self._resolved = {k: resolve_references(v, self._lookup, self.where, _SPEC_FIELDS.get(k))
+                              for k, v in self._raw.items()}
         return self._resolved
 
     def _ref_path(self, key: str) -> str | None:
@@ -366,7 +424,16 @@ class ClientTls:
                                  f"(add -nocrypt for an unencrypted key)")
             if "PRIVATE KEY-----" not in key:
                 raise TlsInvalid(f"{self.where}: tls.key holds no PEM private key")
-            return chain, key, p.get("ssl.key.password")
+            # Kafka's Java PEM reader decrypts the key when, and only when, it is given a password.
+            password = p.get("ssl.key.password")
+            encrypted = "-----BEGIN ENCRYPTED PRIVATE KEY-----" in key
+            if encrypted and not password:
+                raise TlsInvalid(f"{self.where}: tls.key is encrypted: name the secret holding its password in "
+                                 f"tls.keyPasswordSecret")
+            if password and not encrypted:
+                raise TlsInvalid(f"{self.where}: tls.keyPasswordSecret is set but tls.key is not encrypted, which "
+                                 f"Kafka's Java clients refuse: remove keyPasswordSecret")
+            return chain, key, password
         location = p.get("ssl.keystore.location")
         if not location:
             raise TlsInvalid(f"{self.where}: tls.keystore needs a path")
@@ -375,6 +442,8 @@ class ClientTls:
             raise TlsInvalid(f"{self.where}: tls.keystore {location} needs passwordSecret")
         p12 = pkcs12_keystore(location, kind, password, p.get("ssl.key.password"), self.where)
         text = pkcs12_pem(p12, password, self.where)
+        if "PRIVATE KEY-----" not in text:
+            raise TlsInvalid(f"{self.where}: tls.keystore {location} holds no private key (a truststore given as keystore?)")
         return text, text, None
 
     def check(self) -> None:
@@ -409,7 +478,9 @@ class ClientTls:
                 try:
                     context.load_cert_chain(cert_file, key_file, password=password or "")
                 except ssl.SSLError as exc:
-                    why = ("the key's password is wrong (tls.keyPasswordSecret)" if "decrypt" in str(exc).lower()
+                    # OpenSSL reports a wrong password of an encrypted PEM key as "bad decrypt" or "PEM lib".
+                    wrong_password = password and ("decrypt" in str(exc).lower() or "pem lib" in str(exc).lower())
+                    why = ("the key's password is wrong (tls.keyPasswordSecret)" if wrong_password
                            or "bad password" in str(exc).lower() else
                            "the key does not belong to the certificate" if "mismatch" in str(exc).lower()
                            else f"they cannot be loaded ({exc.reason or exc})")
@@ -450,5 +521,6 @@ class ClientTls:
         return conf
 
 
-__all__ = ["ClientTls", "DIR_PROVIDER", "Identity", "STORE_TYPES", "Store", "TlsSettings", "java_properties",
+__all__ = ["ClientTls", "DIR_PROVIDER", "Identity", "STORE_TYPES", "Store", "TlsSettings", "certificate_principal",
+           "java_properties",
            "resolve_references", "store_type", "uses_dir_provider"]

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 
+from mm2spec.errors import TlsInvalid
 from mm2spec.mm2.policy import SEPARATOR_DEFAULT
-from mm2spec.render.properties import (BYTE_ARRAY_CONVERTER, ENV_PROVIDER, client_properties, kafka_bool, properties_text,
-                                       rendered_header)
+from mm2spec.mm2.tls import java_properties
+from mm2spec.render.properties import (BYTE_ARRAY_CONVERTER, client_properties, config_providers, kafka_bool,
+                                       properties_text, rendered_header)
 from mm2spec.spec.model import Cluster, DesiredState, MirrorFlow
 
 WORKER_FILE = "connect-distributed.properties"
@@ -40,13 +42,15 @@ def worker_properties(state: DesiredState) -> list[tuple[str, str]]:
     if state.exactly_once:
         props.append(("exactly.once.source.support", "enabled"))
     props.append(("listeners", ",".join(connect.listeners)))
-    props.extend(ENV_PROVIDER)
     security = client_properties(cluster)
-    props.extend(security)
     # The worker's own clients take the top-level settings; the producers, consumers and admin
     # clients it creates for connectors only take prefixed ones.
+    clients = list(security)
     for prefix in ("producer.", "consumer.", "admin."):
-        props.extend((prefix + key, value) for key, value in security)
+        clients.extend((prefix + key, value) for key, value in security)
+    # The worker resolves its connectors' configs with its own providers: they count too.
+    props.extend(config_providers(clients, connect.config, *(c["config"] for c in connectors(state))))
+    props.extend(clients)
     return _apply(props, connect.config)
 
 
@@ -73,14 +77,14 @@ def _flow_common(state: DesiredState, flow: MirrorFlow, connector_class: str) ->
     for prefix, cluster in (("source.cluster.", source), ("target.cluster.", target)):
         config.update({prefix + key: value for key, value in client_properties(cluster)})
     if flow.target != state.connect.cluster:
-        config.update(_producer_to_target(target))
+        config.update(_producer_to_target(flow, state.cluster(state.connect.cluster), target))
     config["replication.policy.class"] = flow.policy_class
     if flow.separator != SEPARATOR_DEFAULT:  # MM2's default needs no key
         config["replication.policy.separator"] = flow.separator
     return config
 
 
-def _producer_to_target(target: Cluster) -> dict[str, str]:
+def _producer_to_target(flow: MirrorFlow, worker: Cluster, target: Cluster) -> dict[str, str]:
     """A Connect worker's producers write to the worker's own cluster: MM2's connectors of a flow
     into another cluster (active-active: one Connect cluster runs both directions) would write the
     records, checkpoints and heartbeats there. Their producer overrides point them at the target
@@ -88,7 +92,37 @@ def _producer_to_target(target: Cluster) -> dict[str, str]:
     stay on its cluster. The protocol is always set, as the worker's own would apply otherwise."""
     props = {"bootstrap.servers": target.bootstrap, "security.protocol": target.security.protocol}
     props.update(client_properties(target))
+    props.update(_tls_left_over(flow, worker, target, props))
     return {f"producer.override.{key}": value for key, value in props.items()}
+
+
+_KEYSTORE_KEYS = ("ssl.keystore.", "ssl.key.password")
+
+
+def _tls_left_over(flow: MirrorFlow, worker: Cluster, target: Cluster, override: dict[str, str]) -> dict[str, str]:
+    """Connect merges a connector's producer overrides into the worker's ``producer.*`` settings: an
+    override can replace a key, never remove one. The worker's TLS keys the target's do not replace
+    would reach the producer to the target: hostname verification turned off is turned on again; a
+    client certificate of the worker's is harmless where the target has none (it is offered only to a
+    broker that asks); any other left-over key (a truststore of the wrong CA, a store password next to
+    a PEM CA, a PEM key next to a keystore) makes a producer that cannot connect, refused here."""
+    if not (worker.security.uses_tls and target.security.uses_tls):
+        return {}  # a producer without TLS ignores every ssl.* key
+    left = [k for k, _ in java_properties(worker.tls) if k not in override]
+    fixed = {}
+    if "ssl.endpoint.identification.algorithm" in left:
+        left.remove("ssl.endpoint.identification.algorithm")
+        fixed["ssl.endpoint.identification.algorithm"] = "https"
+    if not any(k.startswith(_KEYSTORE_KEYS) for k in override):
+        left = [k for k in left if not k.startswith(_KEYSTORE_KEYS)]
+    if left:
+        raise TlsInvalid(
+            f'flow "{flow.name}": Connect\'s workers connect to cluster "{worker.alias}" and write this flow\'s records '
+            f'to cluster "{target.alias}" through producer overrides, which cannot remove the worker\'s '
+            f"{', '.join(sorted(left))}: give both clusters' tls the same form (ca on both or truststore on both; "
+            f"certificate and key on both or keystore on both; a cluster verified with the system's CAs can name "
+            f"their bundle as ca, e.g. /etc/ssl/certs/ca-certificates.crt)")
+    return fixed
 
 
 def _topics(flow: MirrorFlow) -> dict[str, str]:
@@ -168,7 +202,7 @@ def mm2_properties(state: DesiredState) -> list[tuple[str, str]]:
         cluster = state.cluster(alias)
         props.append((f"{alias}.bootstrap.servers", cluster.bootstrap))
         props.extend((f"{alias}.{k}", v) for k, v in client_properties(cluster))
-    props.extend(ENV_PROVIDER)
+    providers_at = len(props)
     props.extend([
         ("replication.factor", "-1"),
         ("checkpoints.topic.replication.factor", "-1"),
@@ -211,6 +245,7 @@ def mm2_properties(state: DesiredState) -> list[tuple[str, str]]:
             props.append((f + "consumer.isolation.level", "read_committed"))
         props.extend((f + "producer.override." + k, v) for k, v in flow.producer_overrides)
         props.extend((f + k, v) for k, v in flow.config)
+    props[providers_at:providers_at] = config_providers(props)
     return props
 
 

@@ -1,10 +1,13 @@
 """Shared pieces of rendered Kafka client configs: ``java.util.Properties`` text, booleans as Kafka
-writes them, and a cluster's connection settings with passwords as ``${env:NAME}`` references."""
+writes them, and a cluster's connection settings with passwords as ``${env:NAME}`` references (and a
+PEM client key and certificate chain as ``${dir:FOLDER:FILE}`` references, ``mm2spec.mm2.tls``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
+from mm2spec.mm2.tls import DIR_PROVIDER, java_properties, uses_dir_provider
 from mm2spec.spec.model import Cluster, DesiredState, Security
 
 BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
@@ -33,8 +36,19 @@ def client_properties(cluster: Cluster) -> list[tuple[str, str]]:
         jaas = jaas_config(cluster.security)
         if jaas:
             props.append(("sasl.jaas.config", jaas))
-    props.extend(cluster.config)
+    if cluster.security.uses_tls:
+        props.extend(java_properties(cluster.tls))  # the mirror's certificate, never tls.admin's
+    props.extend(cluster.config)  # last: the spec's own config wins
     return props
+
+
+def config_providers(*configs: Iterable[tuple[str, str]] | dict[str, str]) -> list[tuple[str, str]]:
+    """The config providers a rendered config declares: ``env`` always, ``dir`` when some value of
+    ``configs`` is a ``${dir:...}`` reference (a PEM client identity), so configs without one stay as
+    they were."""
+    if not any(uses_dir_provider(c if isinstance(c, dict) else list(c)) for c in configs):
+        return list(ENV_PROVIDER)
+    return [("config.providers", "env,dir"), *ENV_PROVIDER[1:], *DIR_PROVIDER]
 
 
 def kafka_bool(value: bool) -> str:

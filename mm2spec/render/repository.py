@@ -257,8 +257,8 @@ def _cluster(alias: str, addresses: tuple[str, ...], placeholder: bool, options:
                 f"    #   saslMechanism: SCRAM-SHA-512\n"
                 f"    #   username: mm2\n"
                 f"    #   passwordSecret: {_secret_name(alias)}   # a secret's NAME, never the password itself\n"
-                f"    # tls:                            # a private CA, a client certificate (mutual TLS)\n"
-                f"    #   ca: certs/{alias}-ca.pem\n")
+                f"    # a private CA or client certificates (mutual TLS): a tls section (mm2spec init --tls-ca,\n"
+                f"    # --client-cert write one)\n")
     text = head + ("    security:\n"
                    "      protocol: SSL                   # TLS; SASL over TLS: SASL_SSL with saslMechanism, username, "
                    "passwordSecret\n")

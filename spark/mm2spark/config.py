@@ -4,8 +4,10 @@ Key names are MirrorMaker 2's wherever MM2 has one (``source.cluster.bootstrap.s
 ``topics.exclude``, ``offset.lag.max``, ...), so one vocabulary serves both engines, and so are
 the defaults of keys the config leaves out (from ``mm2spec.mm2``, which mm2spec's own rendering
 and plan use too).
-Secrets arrive as ``${env:NAME}`` placeholders (Kafka's EnvVarConfigProvider syntax); the job
-resolves them from its own environment and never logs a resolved value.
+Secrets arrive as ``${env:NAME}`` placeholders (Kafka's EnvVarConfigProvider syntax) and a PEM client
+key and certificate chain as ``${dir:FOLDER:FILE}`` ones (DirectoryConfigProvider's); the job resolves
+them from its own environment and files and never logs a resolved value. TLS settings reach the JVM
+clients in Kafka's Java names and the Python clients through ``mm2spec.mm2.tls.ClientTls``: one rule.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from mm2spec.errors import JobConfigError
+from mm2spec.errors import JobConfigError, SecretMissing, TlsInvalid
 from mm2spec.mm2 import defaults, spark_modes
 from mm2spec.mm2.policy import (DEFAULT_POLICY, IDENTITY_POLICY, REPLICATION_POLICY_DEFAULT, SEPARATOR_DEFAULT,
                                 policy_kind)
 from mm2spec.mm2.selection import (GROUPS_EXCLUDE_DEFAULT, GROUPS_INCLUDE_DEFAULT, TOPICS_EXCLUDE_DEFAULT,
                                    TOPICS_INCLUDE_DEFAULT)
+from mm2spec.mm2.tls import ClientTls, resolve_references
 
 __all__ = ["ClusterConnection", "JobConfig", "JobConfigError", "MirrorFlowConfig", "SparkSettings",
            "load_job_config", "parse_flow", "parse_job_config", "resolve_env", "trigger_seconds"]
@@ -31,29 +34,36 @@ _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-def resolve_env(text: str, environ: Mapping[str, str]) -> str:
-    """Replace each ``${env:NAME}`` with the variable's value; a missing variable is an error."""
-
-    def value(match: re.Match) -> str:
-        name = match.group(1)
+def resolve_env(text: str, environ: Mapping[str, str], where: str = "the job config", key: str | None = None) -> str:
+    """Replace each ``${env:NAME}`` with the variable's value and each ``${dir:FOLDER:FILE}`` with the
+    file's content (``mm2spec.mm2.tls.resolve_references``); a missing variable or an unreadable file
+    is a JobConfigError (``where``, the cluster, and ``key``, the job config's key, name the file)."""
+    for name in _ENV_REF.findall(text):
         if name not in environ:
             raise JobConfigError(f"environment variable {name} is not set (referenced as ${{env:{name}}})")
-        return environ[name]
-
-    return _ENV_REF.sub(value, text)
+    try:
+        return resolve_references(text, environ.get, where, key)
+    except (SecretMissing, TlsInvalid) as exc:
+        raise JobConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
 class ClusterConnection:
-    """How to reach one cluster. ``repr`` never shows the JAAS config (it holds a password)."""
+    """How to reach one cluster. ``repr`` never shows the JAAS config nor the other properties (they
+    hold passwords and a PEM private key)."""
 
     alias: str
     bootstrap_servers: str
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str | None = None
     sasl_jaas_config: str | None = field(default=None, repr=False)
-    extra: tuple[tuple[str, str], ...] = ()
-    """Other client properties given with the cluster prefix (ssl.*, ...), Java names."""
+    extra: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Other client properties given with the cluster prefix (ssl.*, ...), Java names, references resolved."""
+    ssl_references: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """The ``ssl.*`` properties as the job config gives them (``${env:...}``, ``${dir:...}``): what
+    ``ClientTls`` reads, so its messages name the spec's files. Empty: ``extra``'s."""
+    secret_lookup: Callable[[str], "str | None"] | None = field(default=None, repr=False, compare=False)
+    """Where ``ssl_references``' secrets are read (the environment the config was parsed with)."""
 
     def java_properties(self) -> dict[str, str]:
         """Java Kafka client properties (Spark's ``kafka.*`` options, MM2's Java tools)."""
@@ -76,17 +86,23 @@ class ClusterConnection:
                 conf["sasl.username"] = options["username"]
             if "password" in options:
                 conf["sasl.password"] = options["password"].replace('\\"', '"')
-        for key, value in self.extra:
-            if key.startswith("ssl.") and key in _LIBRDKAFKA_SSL:
-                conf[_LIBRDKAFKA_SSL[key]] = value
+        conf.update(self._librdkafka_ssl())
         return conf
 
+    def _librdkafka_ssl(self) -> dict[str, str]:
+        """librdkafka's ``ssl.*`` settings, from ``ClientTls`` (a JKS store converted once per process)."""
+        raw = dict(self.ssl_references) or {k: v for k, v in self.extra if k.startswith("ssl.")}
+        if not raw or not self.security_protocol.upper().endswith("SSL"):
+            return {}  # as the Java clients, a client without TLS ignores ssl.*
+        key = (self.alias, tuple(sorted(raw.items())), tuple(kv for kv in self.extra if kv[0].startswith("ssl.")))
+        if key not in _LIBRDKAFKA_SSL_CACHE:
+            lookup = self.secret_lookup or (lambda name: None)  # TlsInvalid names the cluster, field and file
+            _LIBRDKAFKA_SSL_CACHE[key] = ClientTls(raw, lookup, where=f'cluster "{self.alias}"').librdkafka()
+        return dict(_LIBRDKAFKA_SSL_CACHE[key])
 
-# Java SSL property -> librdkafka property, for the few that map one to one.
-_LIBRDKAFKA_SSL = {
-    "ssl.truststore.location": "ssl.ca.location",  # PEM only in librdkafka; JKS needs conversion
-    "ssl.endpoint.identification.algorithm": "ssl.endpoint.identification.algorithm",
-}
+
+# Each cluster's librdkafka TLS settings, made once: a JKS store is converted with keytool.
+_LIBRDKAFKA_SSL_CACHE: dict[tuple, dict[str, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -245,8 +261,9 @@ def _cluster(flow: Mapping[str, Any], role: str, environ: Mapping[str, str]) -> 
     if not alias or not bootstrap:
         raise JobConfigError(f"flow {flow.get('name')!r}: {prefix}alias and {prefix}bootstrap.servers are required")
     known = {"alias", "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.jaas.config"}
-    extra = tuple(sorted((k[len(prefix):], resolve_env(str(v), environ)) for k, v in flow.items()
-                         if k.startswith(prefix) and k[len(prefix):] not in known))
+    given = {k[len(prefix):]: str(v) for k, v in flow.items() if k.startswith(prefix) and k[len(prefix):] not in known}
+    where = f'cluster "{alias}"'
+    extra = tuple(sorted((k, resolve_env(v, environ, where, prefix + k)) for k, v in given.items()))
     jaas = flow.get(f"{prefix}sasl.jaas.config")
     return ClusterConnection(
         alias=str(alias),
@@ -255,6 +272,8 @@ def _cluster(flow: Mapping[str, Any], role: str, environ: Mapping[str, str]) -> 
         sasl_mechanism=flow.get(f"{prefix}sasl.mechanism"),
         sasl_jaas_config=resolve_env(str(jaas), environ) if jaas else None,
         extra=extra,
+        ssl_references=tuple(sorted((k, v) for k, v in given.items() if k.startswith("ssl."))),
+        secret_lookup=environ.get,
     )
 
 

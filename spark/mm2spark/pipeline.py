@@ -601,8 +601,8 @@ def build_session(job: JobConfig, jars: list[str]) -> SparkSession:
         # mirror source's Kafka calls give way to the stop at once, so this bounds the rest.
         "spark.sql.streaming.stopTimeout": f"{QUERY_STOP_TIMEOUT_S}s",
         # Spark redacts matching option values in plans, logs and the UI (JAAS configs hold passwords).
-        "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
-        "spark.redaction.regex": "(?i)secret|password|token|jaas",
+        "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token|keystore[.]key|private key",
+        "spark.redaction.regex": "(?i)secret|password|token|jaas|keystore[.]key|private key",
     }
     master = job.spark.master
     conf["spark.master"] = master
