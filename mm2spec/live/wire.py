@@ -145,7 +145,8 @@ class Sasl:
 
 # OpenSSL's X509 verify codes: the broker's certificate chain does not lead to a trusted CA ...
 _UNTRUSTED = {2, 18, 19, 20, 21, 27}
-_EXPIRED, _HOSTNAME_MISMATCH = 10, 62
+_EXPIRED = 10
+_NAME_MISMATCH = {62, 64}  # the host name, the IP address
 
 
 def tls_failure(exc: BaseException, host: str, port: int, during: str, with_certificate: bool = True) -> str:
@@ -154,7 +155,7 @@ def tls_failure(exc: BaseException, host: str, port: int, during: str, with_cert
     where = f"{host}:{port}"
     if isinstance(exc, ssl.SSLCertVerificationError):
         code, why = exc.verify_code, exc.verify_message
-        if code == _HOSTNAME_MISMATCH:
+        if code in _NAME_MISMATCH:
             return (f"the broker's certificate at {where} does not name the host {host} ({why}): connect by a name "
                     f"the certificate holds, or set tls.verifyHostname: false if it can hold none")
         if code in _UNTRUSTED:
@@ -174,7 +175,11 @@ def tls_failure(exc: BaseException, host: str, port: int, during: str, with_cert
     if "WRONG_VERSION_NUMBER" in reason or "RECORD_LAYER" in reason or "PACKET_LENGTH" in reason:
         return (f"{where} does not answer TLS: is it a PLAINTEXT or SASL_PLAINTEXT listener? check the port "
                 f"and security.protocol")
-    if during == "read" and isinstance(exc, (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError, WireUnavailable)):
+    closed = isinstance(exc, (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError, WireUnavailable))
+    if during == "read" and closed and not with_certificate:
+        return (f"the broker at {where} closed the connection after the TLS handshake: it requires a client "
+                f"certificate (mutual TLS) and none was given: set tls.certificate and tls.key, or tls.keystore")
+    if during == "read" and closed:
         return (f"the broker at {where} closed the connection after the TLS handshake: it refused the client "
                 f"certificate (missing, or not signed by a CA it trusts) or the listener requires SASL")
     if isinstance(exc, ssl.SSLEOFError) or "EOF" in reason:
