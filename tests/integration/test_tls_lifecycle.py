@@ -295,8 +295,12 @@ def test_sasl_ssl_with_a_jks_truststore_connect_and_spark_realtime(tls_kafka_pai
     rendered = (tmp_path / "rendered" / "connect-distributed.properties").read_text()
     assert "ssl.truststore.type=JKS" in rendered and "${env:IT_DR_TRUSTSTORE_PASSWORD}" in rendered
     assert all(value not in rendered for value in secrets.values())
+    # The worker's own clients as admin: mm2's ACLs on its internal topics come with the stack's
+    # `up`, which needs the worker to register the connectors (they run as mm2, by their own settings).
+    admin_login = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
+                   'password="${env:DR_ADMIN_PASSWORD}";')
     worker = connect_worker(tmp_path / "rendered" / "connect-distributed.properties",
-                            overrides={"listeners": "http://127.0.0.1:0"}, env=secrets)
+                            overrides={"listeners": "http://127.0.0.1:0", "sasl.jaas.config": admin_login}, env=secrets)
     spec["connect"]["restUrl"] = worker.url
     _write(path, spec)
     state = load_desired_state(path, None)
