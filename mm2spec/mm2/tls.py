@@ -367,6 +367,7 @@ class ClientTls:
         self._raw = {k: v for k, v in props.items() if k.startswith("ssl.")}
         self._lookup = lookup
         self._resolved: dict[str, str] | None = None
+        self._context: ssl.SSLContext | None = None
 
     @property
     def props(self) -> dict[str, str]:
@@ -452,7 +453,13 @@ class ClientTls:
 
     # -------------------------------------------------------------------------------- the families
     def ssl_context(self) -> ssl.SSLContext:
-        """A client ``ssl.SSLContext``: the CA, the client certificate, hostname verification."""
+        """A client ``ssl.SSLContext``: the CA, the client certificate, hostname verification. Made
+        once (it is thread-safe to share): loading a key writes it to the private folder briefly."""
+        if self._context is None:
+            self._context = self._new_context()
+        return self._context
+
+    def _new_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context()
         ca = self.ca_pem()
         if ca is not None:
