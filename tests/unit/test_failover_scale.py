@@ -63,15 +63,20 @@ def test_a_position_many_groups_share_is_walked_once_and_each_group_gets_its_own
     wanted = [(f"g{g}", part, rng.randrange(1, 500)) for g in range(50) for part in parts]
     one_by_one = [exact_translation(g, part, c, syncs[("t", part.partition)], Windows(Log(source)), Windows(Log(dr)))
                   for g, part, c in wanted]
-    walks = []
-    real = offsets_module.exact_translation
-    monkeypatch.setattr(offsets_module, "exact_translation", lambda *a: walks.append(a[1:3]) or real(*a))
+    walks, passes = [], []
+    real, real_many = offsets_module.translate_partition, offsets_module.align_many
+    monkeypatch.setattr(offsets_module, "translate_partition",
+                        lambda part, held, *a: walks.extend((part, c) for c in held) or real(part, held, *a))
+    monkeypatch.setattr(offsets_module, "align_many", lambda *a: passes.append(a[4]) or real_many(*a))
+    monkeypatch.setattr(offsets_module, "exact_translation", lambda *a: pytest.fail(f"walked alone: {a[1:3]}"))
     progress = []
     found = translate_all(wanted, syncs, Windows(Log(source)), Windows(Log(dr)), lambda *a: progress.append(a))
     assert found == one_by_one and [t.group for t in found] == [g for g, _part, _c in wanted]
     key = lambda walk: (walk[0].partition, walk[1])  # noqa: E731
     assert sorted(walks, key=key) == sorted({(part, c) for _g, part, c in wanted}, key=key)
     assert len(walks) < len(wanted)
+    # One pass per partition and sync for all the offsets near it, not one walk per position.
+    assert len(passes) <= 2 * 5 and sum(map(len, passes)) == len(walks)
     assert all(t.dr_offset == t.committed and t.verified for t in found)
     assert progress and len(progress) <= len(wanted) // offsets_module.PROGRESS_EVERY + 1
 

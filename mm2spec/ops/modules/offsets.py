@@ -14,6 +14,7 @@ turned around (``topology.turned``). MM2 translates only from the original to th
 
 from __future__ import annotations
 
+import bisect
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Mapping
@@ -30,7 +31,8 @@ from mm2spec.ops.modules.topology import (
     MirroredPartition, checkpoints, groups, offset_syncs, partitions, refuse_merged_fan_in, reverse_flows, turned,
 )
 from mm2spec.ops.modules.translate import (
-    REPLAY_HORIZON, Anchor, PartitionWindow, Translation, align, merged, mm2_translation, nearest_sync, repeated_after,
+    REPLAY_HORIZON, Alignment, Anchor, ContentIds, PartitionWindow, Translation, align, align_many, merged,
+    mm2_translation, nearest_sync, repeated_after,
 )
 from mm2spec.spec.model import MirrorFlow
 
@@ -64,11 +66,22 @@ class Windows:
 
     def records(self, topic: str, partition: int, start: int, end: int) -> list[Record]:
         low, high = self.bounds(topic, partition)
+        return self._read(topic, partition, start, end).between(max(start, low), min(end, high))
+
+    def records_with_ids(self, topic: str, partition: int, start: int, end: int,
+                         contents: ContentIds) -> tuple[list[Record], list[int]]:
+        """``records`` and their content ids."""
+        low, high = self.bounds(topic, partition)
+        return self._read(topic, partition, start, end).between_with_ids(max(start, low), min(end, high), contents)
+
+    def _read(self, topic: str, partition: int, start: int, end: int) -> PartitionWindow:
+        """The partition's window, holding [start, end) within the partition's bounds."""
+        low, high = self.bounds(topic, partition)
         start, end = max(start, low), min(end, high)
         window = self.windows.setdefault((topic, partition), PartitionWindow())
         for lo, hi in window.missing(start, end):
             window.add(lo, hi, self.reader.read(topic, partition, lo, hi))
-        return window.between(start, end)
+        return window
 
     def prefetch(self, ranges: Mapping[tuple[str, int], list[tuple[int, int]]]) -> None:
         """Read these ranges of many partitions: their bounds in one request, then each partition's
@@ -194,30 +207,120 @@ def remote_translations(ctx: Context, back: MirrorFlow, selected: list[str], sta
 
 def translate_all(wanted: list[tuple[str, MirroredPartition, int]], syncs: Mapping, source: Windows, dr: Windows,
                   progress: Callable[[int, str, MirroredPartition], None] = lambda *_: None) -> list[Translation]:
-    """Each (group, partition, committed offset) of ``wanted`` translated, in order. The windows
-    are read first for all of them (``_prefetch``), and a position several groups share is walked
-    once: a walk depends only on the partition and the offset, so at 1,000 groups (most offsets
-    held by more than one group) a third of the walks are saved."""
-    _prefetch(wanted, syncs, source, dr)
+    """Each (group, partition, committed offset) of ``wanted`` translated, in order: what
+    ``exact_translation`` gives for each. The windows are read first for all of them
+    (``_prefetch``); a position several groups share is translated once (a walk depends only on the
+    partition and the offset), and a partition's positions from one offset sync share one walk
+    (``translate_partition``): many groups at random offsets put many positions near each sync."""
+    by_partition: dict[MirroredPartition, dict[int, str]] = {}
+    for group, part, committed in wanted:
+        by_partition.setdefault(part, {}).setdefault(committed, group)
+    _prefetch([(part, committed) for part, held in by_partition.items() for committed in held], syncs, source, dr)
+    share = {part: 0 for part in by_partition}
+    for _group, part, _committed in wanted:
+        share[part] += 1
+    contents = ContentIds()
     walked: dict[tuple[MirroredPartition, int], Translation] = {}
+    done, shown = 0, -1
+    for part, held in by_partition.items():
+        if done // PROGRESS_EVERY > shown // PROGRESS_EVERY or shown < 0:
+            progress(done, next(iter(held.values())), part)
+            shown = done
+        for committed, translation in translate_partition(part, held, syncs.get((part.topic, part.partition), []),
+                                                          source, dr, contents).items():
+            walked[(part, committed)] = translation
+        done += share[part]
     found = []
-    for index, (group, part, committed) in enumerate(wanted):
-        if index % PROGRESS_EVERY == 0:
-            progress(index, group, part)
-        same = walked.get((part, committed))
-        if same is None:
-            same = walked[(part, committed)] = exact_translation(group, part, committed,
-                                                                 syncs.get((part.topic, part.partition), []), source, dr)
+    for group, part, committed in wanted:
+        same = walked[(part, committed)]
         found.append(same if same.group == group else replace(same, group=group))
     return found
 
 
-def _prefetch(wanted: list, syncs: Mapping, source: Windows, dr: Windows) -> None:
-    """Read each partition's windows for all groups at once, merged (``PREFETCH_GAP``), and every
+def translate_partition(part: MirroredPartition, held: Mapping[int, str], syncs: list[tuple[int, int]],
+                        source: Windows, dr: Windows, contents: ContentIds) -> dict[int, Translation]:
+    """``exact_translation`` of each committed offset of ``held`` (offset -> the group to name) on
+    one partition: the offsets with the same anchor walked together (``align_many``), each read
+    once with its content ids. An offset whose first walk is not the last (it reads further on DR),
+    or whose source side replays what the group read (``repeated_after``), is translated by
+    ``exact_translation`` itself."""
+    src_low, _src_high = source.bounds(part.topic, part.partition)
+    dr_low, dr_high = dr.bounds(part.target_topic, part.partition)
+    found: dict[int, Translation] = {}
+    by_anchor: dict[Anchor, list[int]] = {}
+    for committed in sorted(held):
+        anchor = nearest_sync(syncs, committed)
+        if committed < src_low:  # nothing to walk: exact_translation says why
+            found[committed] = exact_translation(held[committed], part, committed, syncs, source, dr)
+            continue
+        if anchor is None or anchor.upstream < src_low:
+            anchor = Anchor(src_low, dr_low, from_sync=False)  # as exact_translation chooses it
+        by_anchor.setdefault(anchor, []).append(committed)
+    for anchor, commits in by_anchor.items():
+        src, src_ids = source.records_with_ids(part.topic, part.partition, anchor.upstream, commits[-1] + LOOKAHEAD,
+                                               contents)
+        # Each walk first reads as far as exact_translation's first window: the one for the last offset reaches furthest.
+        ends = [anchor.downstream + (committed - anchor.upstream) + WALK_SLACK for committed in commits]
+        walked, walked_ids = dr.records_with_ids(part.target_topic, part.partition, anchor.downstream, ends[-1], contents)
+        results = align_many(src, src_ids, walked, walked_ids, list(zip(commits, ends)), anchor)
+        sides = (src, src_ids, [r.offset for r in src]), (walked_ids, [r.offset for r in walked], ends[-1])
+        for committed, end, result in zip(commits, ends, results):
+            translation = None
+            if result.complete or result.mismatch is not None or end >= dr_high:  # exact_translation's first walk is its last
+                translation = _translated(held[committed], part, committed, anchor, result, *sides, dr, contents)
+            found[committed] = translation or exact_translation(held[committed], part, committed, syncs, source, dr)
+    return found
+
+
+def _translated(group: str, part: MirroredPartition, committed: int, anchor: Anchor, result: Alignment,
+                source: tuple[list[Record], list[int], list[int]], walked: tuple[list[int], list[int], int], dr: Windows,
+                contents: ContentIds) -> Translation | None:
+    """What ``exact_translation`` makes of ``result``, the first walk from ``anchor`` (``source``:
+    records from the anchor on, their content ids and offsets; ``walked``: the DR records' ids and
+    offsets from the anchor up to where they were read, at or past the walk's end), by content ids;
+    None when consumed records come after the last one found on DR (unmirrored, or repeats:
+    ``repeated_after``): ``exact_translation`` then."""
+    src, src_ids, src_offsets = source
+    walked_ids, walked_offsets, read_to = walked
+    base = dict(group=group, topic=part.topic, partition=part.partition, target_topic=part.target_topic,
+                committed=committed, method="exact", mm2_offset=mm2_translation(anchor, committed))
+    if result.mismatch is not None:
+        return Translation(dr_offset=None, note=f"DR record {part.target_topic}-{part.partition}@{result.mismatch} is "
+                           "not a copy of a source record near the commit: was DR written by something else?", **base)
+    consumed = bisect.bisect_left(src_offsets, committed)  # src[:consumed] were consumed
+    upcoming = bisect.bisect_left(src_offsets, committed + LOOKAHEAD)  # src[consumed:upcoming] come next
+    last_copied = result.last_copied
+    if consumed and last_copied is not None and src_offsets[consumed - 1] > last_copied:
+        return None  # consumed records after the last one found on DR: unmirrored, or repeats (repeated_after)
+    dr_offset = result.dr_offset
+    before = bisect.bisect_left(walked_offsets, dr_offset)  # the walk's records before the resume point
+    verified = not consumed or (before > 0 and walked_ids[before - 1] == src_ids[consumed - 1])
+    unmirrored = 0
+    if consumed and last_copied is None:
+        unmirrored, verified = consumed, False
+    skipped = 0
+    if upcoming > consumed:
+        # The first DR record at or after the resume point: from what the walks read, when that reaches it.
+        if dr_offset + LOOKAHEAD <= read_to:
+            near = before < len(walked_offsets) and walked_offsets[before] < dr_offset + LOOKAHEAD
+            after = walked_ids[before:before + 1] if near else []
+        else:
+            after = dr.records_with_ids(part.target_topic, part.partition, dr_offset, dr_offset + LOOKAHEAD, contents)[1]
+        if after and after[0] != src_ids[consumed]:
+            skipped = -1  # the next DR record is not the group's next record: unknown, reported
+    mm2 = base["mm2_offset"]
+    return Translation(dr_offset=dr_offset, skipped=skipped, reread=0 if verified or unmirrored else -1,
+                       mm2_reread=None if mm2 is None else max(0, dr_offset - mm2), unmirrored=unmirrored,
+                       verified=verified and skipped == 0,
+                       note=(f"{unmirrored} consumed records never reached DR" if unmirrored else ""), **base)
+
+
+def _prefetch(positions: list[tuple[MirroredPartition, int]], syncs: Mapping, source: Windows, dr: Windows) -> None:
+    """Read each partition's windows for all positions at once, merged (``PREFETCH_GAP``), and every
     partition of a cluster in one pass (``Windows.prefetch``): many groups on many partitions cost
     a few reads per cluster instead of a few per partition."""
     by_partition: dict[MirroredPartition, list[tuple[int, int, int, int]]] = {}
-    for _group, part, committed in wanted:
+    for part, committed in positions:
         anchor = nearest_sync(syncs.get((part.topic, part.partition), []), committed)
         if anchor is not None:
             span = committed - anchor.upstream

@@ -15,6 +15,10 @@ the other way (a copy back to its original: an active-active remote topic, a fai
 switch) the replay is on the source side: consumed records that only repeat earlier ones are
 records the group had read already (``repeated_after``).
 
+Many commits from one offset sync share a walk (``align_many``): one pass per partition and sync
+for all the offsets after it, comparing content ids (``ContentIds``) rather than content tuples,
+handing a walk to ``align`` wherever the shared pass cannot decide it alone.
+
 Pure functions over ``Record`` lists; reading the clusters is the caller's (``offsets`` module).
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from itertools import accumulate
 from operator import attrgetter
 from typing import Iterable, Sequence
 
@@ -174,6 +179,95 @@ def _result(anchor: Anchor, last: tuple[int, int] | None, complete: bool, mismat
     return Alignment(last[0] + 1, last[1], complete, mismatch)
 
 
+class ContentIds:
+    """Each distinct record content (``content``) as a small int, one numbering for both clusters'
+    windows of a translation run: equal ids are equal contents, so the shared walk compares and
+    hashes ints instead of (key, value, timestamp, headers) tuples."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple, int] = {}
+
+    def of(self, records: Iterable[Record]) -> list[int]:
+        ids = self._ids
+        return [ids.setdefault(key, len(ids)) for key in map(content, records)]
+
+
+_NEVER = float("inf")
+"""A copied source offset past every commit: a DR record with no candidate in the window."""
+
+
+def align_many(source: Sequence[Record], source_ids: Sequence[int], dr: Sequence[Record], dr_ids: Sequence[int],
+               walks: Sequence[tuple[int, int]], anchor: Anchor, horizon: int = REPLAY_HORIZON) -> list[Alignment]:
+    """``align`` for many commits from one anchor, in one pass: for each ``(committed, end)`` of
+    ``walks``, ``align([r for r in source if r.offset <= committed], [r for r in dr if r.offset < end],
+    committed, anchor, horizon)``. ``source`` holds the records from ``anchor.upstream`` on (through
+    the largest commit at least), ``dr`` those from ``anchor.downstream`` on, both sorted, with their
+    ``ContentIds`` in ``source_ids`` and ``dr_ids``.
+
+    Why one pass gives every walk: before its commit, ``align`` steps through DR one record at a time,
+    and a walk to commit ``c`` takes the very steps of the walk to the largest commit as long as that
+    one copies source records below ``c`` (``_choose`` among the candidates at or below ``c`` picks
+    the same one then); the first step that copies ``c`` or later, or finds no candidate, is where
+    walk ``c`` passes its commit (or meets a foreign record). Past it, ``align`` only looks further
+    when a DR record within the horizon has the content of a consumed record (a replay may start
+    there): such walks, and any step the shared pass did not foresee, are walked by ``align`` itself."""
+    if not walks:
+        return []
+    src_offsets = [r.offset for r in source]
+    dr_offsets = [r.offset for r in dr]
+    largest = max(committed for committed, _end in walks)
+    # Candidates of each content: its source offsets up to the largest commit (a walk to ``c`` uses
+    # those at or below ``c``); the first of them says whether the content was consumed before ``c``.
+    index: dict[int, list[int]] = {}
+    for offset, key in zip(src_offsets[:bisect.bisect_right(src_offsets, largest)], source_ids):
+        index.setdefault(key, []).append(offset)
+    first_copy = {key: offsets[0] for key, offsets in index.items()}
+    # The walk to the largest commit, up to the first step that copies it or later (or finds no
+    # candidate): ``copied[i]`` is the source offset DR record ``i`` copies.
+    copied: list[float] = []
+    expected = src_offsets[0] if src_offsets and src_offsets[0] <= largest else largest
+    for key in dr_ids:
+        candidates = index.get(key)
+        if candidates is None:
+            copied.append(_NEVER)
+            break
+        found = candidates[0] if len(candidates) == 1 else _choose(candidates, expected)
+        copied.append(found)
+        if found >= largest:
+            break
+        expected = found + 1
+    reached = list(accumulate(copied, max))
+    consumed_first = [first_copy.get(key, _NEVER) for key in dr_ids]
+    found_all = []
+    for committed, end in walks:
+        walked = bisect.bisect_left(dr_offsets, end)
+        step = bisect.bisect_left(reached, committed)  # the first step at or past the commit
+        if step >= walked:  # DR (as far as this walk reads it) ends before it: every step copied a consumed record
+            found_all.append(_result(anchor, (dr[walked - 1].offset, copied[walked - 1]) if walked else None, False))
+            continue
+        last = (dr[step - 1].offset, copied[step - 1]) if step else None
+        in_source = bisect.bisect_right(src_offsets, committed)
+        expected = copied[step - 1] + 1 if step else (src_offsets[0] if in_source else committed)
+        candidates = index.get(dr_ids[step], [])
+        candidates = candidates[:bisect.bisect_right(candidates, committed)]
+        if not candidates:
+            if expected < committed and not _repeats_only(source[:in_source], expected, committed):
+                found_all.append(_result(anchor, last, complete=False, mismatch=dr[step].offset))
+                continue
+        elif _choose(candidates, expected) < committed:
+            # Not the step the shared pass foresaw: walk this one alone.
+            found_all.append(align(source[:in_source], dr[:walked], committed, anchor, horizon))
+            continue
+        # DR record ``step`` copies a record the group has not consumed: ``align`` now looks up to
+        # ``horizon`` records further for one with a consumed record's content (a replay may start).
+        ahead = consumed_first[step + 1:min(walked, step + horizon + 1)]
+        if ahead and min(ahead) < committed:
+            found_all.append(align(source[:in_source], dr[:walked], committed, anchor, horizon))
+            continue
+        found_all.append(_result(anchor, last, complete=step + horizon + 1 < walked))
+    return found_all
+
+
 @dataclass(frozen=True)
 class Translation:
     """One group's position on one partition, translated to DR, with what it costs the group."""
@@ -228,6 +322,8 @@ class PartitionWindow:
     ordered: list[Record] = field(default_factory=list)
     """``records`` in the order of ``offsets``: a range is one slice (a failover slices ~100,000 times)."""
     covered: list[tuple[int, int]] = field(default_factory=list)
+    numbered: tuple[ContentIds, list[int]] | None = None
+    """The ``ContentIds`` of ``ordered`` and by whom (kept until a record is added)."""
 
     def missing(self, start: int, end: int) -> list[tuple[int, int]]:
         """Sub-ranges of [start, end) not read yet."""
@@ -252,9 +348,17 @@ class PartitionWindow:
                 self.ordered.insert(at, record)
             self.records[record.offset] = record
         self.covered.append((start, end))
+        self.numbered = None
 
     def between(self, start: int, end: int) -> list[Record]:
         return self.ordered[bisect.bisect_left(self.offsets, start):bisect.bisect_left(self.offsets, end)]
+
+    def between_with_ids(self, start: int, end: int, contents: ContentIds) -> tuple[list[Record], list[int]]:
+        """``between`` and the records' content ids (numbered once per window, not per range)."""
+        if self.numbered is None or self.numbered[0] is not contents:
+            self.numbered = (contents, contents.of(self.ordered))
+        low, high = bisect.bisect_left(self.offsets, start), bisect.bisect_left(self.offsets, end)
+        return self.ordered[low:high], self.numbered[1][low:high]
 
 
 def merged(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
