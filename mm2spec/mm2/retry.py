@@ -144,6 +144,33 @@ def retry_call(call: Callable[[], T], unknown_topic_ok: bool = False, deadline_s
         pause = min(pause * 2, MAX_PAUSE_S)
 
 
+def retry_each(attempt: Callable[[list[T]], dict[T, BaseException]], items: Iterable[T], unknown_topic_ok: bool = False,
+               stall_s: float = RETRY_DEADLINE_S, also: Collection[str] = ()) -> dict[T, BaseException]:
+    """``attempt(pending)`` for many items at once (partitions, resources), called again with only the
+    items it failed on (it returns them with their exceptions) after a growing pause, while every
+    failure is retriable (``is_retriable`` with ``also``). Returns ``{}`` once every item succeeded,
+    or the items still failing after ``stall_s`` in which none succeeded: a bound on a wait without
+    progress, not on the whole wait (a broker brings thousands of new partitions online over minutes,
+    a few at a time). A failure that is not retriable propagates at once."""
+    pending = list(items)
+    deadline, pause = time.monotonic() + stall_s, FIRST_PAUSE_S
+    while pending:
+        failed = attempt(pending)
+        for exc in failed.values():
+            if not is_retriable(exc, unknown_topic_ok, also):
+                raise exc
+        if len(failed) < len(pending):
+            deadline = time.monotonic() + stall_s
+        pending = [item for item in pending if item in failed]
+        if not pending:
+            break
+        if time.monotonic() + pause > deadline:
+            return failed
+        time.sleep(pause)
+        pause = min(pause * 2, MAX_PAUSE_S)  # not reset by progress: each attempt asks for every item left
+    return {}
+
+
 def chunks(items: Iterable[T], weight: Callable[[T], int] = lambda _item: 1,
            budget: int = MAX_RECORDS_PER_REQUEST) -> Iterator[list[T]]:
     """``items`` in consecutive lists whose total ``weight`` (metadata records written) stays within

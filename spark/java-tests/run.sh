@@ -40,8 +40,13 @@ javac -nowarn --release 17 -encoding UTF-8 -cp "$classpath:$junit" -d "$classes"
 
 out="$classes/launcher.out"
 rc=0
+# The launcher refuses a class-path scan together with explicit selectors (--select-class=...).
+scan=(--scan-class-path="$classes")
+for arg in "$@"; do
+  case "$arg" in --select*) scan=() ;; esac
+done
 java -cp "$classes:$classpath:$junit" org.junit.platform.console.ConsoleLauncher execute \
-  --disable-banner --details=summary --fail-if-no-tests --scan-class-path="$classes" "$@" >"$out" 2>&1 || rc=$?
+  --disable-banner --details=summary --fail-if-no-tests "${scan[@]}" "$@" >"$out" 2>&1 || rc=$?
 cat "$out"
 count() { sed -n "s/^\[ *\([0-9][0-9]*\) tests $1 *\]\$/\1/p" "$out" | tail -1; }
 passed="$(count successful)"; failed="$(count failed)"; skipped="$(count skipped)"

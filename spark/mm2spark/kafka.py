@@ -17,7 +17,8 @@ from confluent_kafka.admin import (AdminClient, ConfigResource, ConfigSource, Ne
 from mm2spark.config import ClusterConnection
 from mm2spark.records import OffsetSync
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed
-from mm2spec.mm2.retry import MAX_RESOURCES_PER_DESCRIBE, LeaderLossWatch, chunks, is_retriable, retry_call
+from mm2spec.mm2.retry import (IDEMPOTENT_RETRIABLE, MAX_RESOURCES_PER_DESCRIBE, LeaderLossWatch, chunks, is_retriable,
+                               retry_call, retry_each)
 from mm2spec.mm2.selection import config_synced
 
 log = logging.getLogger("mm2spark.kafka")
@@ -25,6 +26,10 @@ log = logging.getLogger("mm2spark.kafka")
 TIMEOUT = 30.0
 #: While librdkafka's queue is full, serve delivery reports for this long before producing again.
 QUEUE_FULL_POLL_S = 0.1
+#: What a ListOffsets of a partition whose leader is still taking it over answers, besides the retriable
+#: errors of ``mm2.retry``: the client's leader epoch (from metadata) is newer than the broker's (seen on
+#: 1,000 new partitions), or older, or the new leader has no offsets to give yet. Kafka retries all three.
+LEADER_ON_ITS_WAY = frozenset({"UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE"})
 
 
 def admin(conn: ClusterConnection) -> AdminClient:
@@ -121,6 +126,45 @@ def _await_metadata(client: AdminClient, wanted: dict[str, int], timeout: float 
                                        f"in {timeout:.0f}s: {shown}")
         time.sleep(pause)
         pause = min(pause * 2, 1.0)  # each look lists every topic of the cluster: not 10 times a second
+
+
+def await_leaders(client: AdminClient, partitions: Iterable[tuple[str, int]], timeout: float = TIMEOUT) -> None:
+    """Return once the leader of every partition answers for it: a ListOffsets of it succeeds.
+
+    A broker names a new partition's leader in its metadata before that leader hosts it, and until
+    then refuses produce requests for it (NOT_LEADER_OR_FOLLOWER): for seconds when hundreds of
+    partitions are created at once (1,000 took 3-14 s on the dev broker). A producer with several
+    requests in flight meanwhile can have a later batch appended first (the broker takes any first
+    sequence number from a producer it has no state for) and the first batch refused for good
+    (OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms: KAFKA-15591, fixed in brokers 4.5). So
+    the job sends to no partition before its leader answers. Gives up with KafkaOperationFailed after
+    ``timeout`` without progress (a bound on a stall: thousands of partitions come online over minutes).
+    """
+    failed: dict[tuple[str, int], BaseException] = {}
+
+    def attempt(pending: list[tuple[str, int]]) -> dict[tuple[str, int], BaseException]:
+        failed.clear()
+        for chunk in chunks(pending, budget=MAX_RESOURCES_PER_DESCRIBE):
+            request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in chunk}
+            for tp, future in client.list_offsets(request, request_timeout=TIMEOUT).items():
+                try:
+                    future.result(timeout=TIMEOUT)
+                except KafkaException as exc:
+                    failed[(tp.topic, tp.partition)] = exc
+        return dict(failed)
+
+    try:
+        # ListOffsets is a read: one that timed out can be sent again.
+        left = retry_each(attempt, sorted(set(partitions)), unknown_topic_ok=True, stall_s=timeout,
+                          also=IDEMPOTENT_RETRIABLE | LEADER_ON_ITS_WAY)
+    except KafkaException as exc:  # not retriable, e.g. not authorized
+        topic, partition = next((tp for tp, e in failed.items() if e is exc), ("?", -1))
+        raise KafkaOperationFailed(f"list offsets of {topic}-{partition}: {exc.args[0] if exc.args else exc}") from None
+    if left:
+        (topic, partition), exc = next(iter(sorted(left.items())))
+        more = f" and {len(left) - 1} more" if len(left) > 1 else ""
+        raise KafkaOperationFailed(f"{len(left)} target partition(s) made no progress to a leader that answers in "
+                                   f"{timeout:.0f}s: {topic}-{partition} ({exc.args[0] if exc.args else exc}){more}")
 
 
 def ensure_internal_topic(client: AdminClient, topic: str) -> None:

@@ -183,6 +183,8 @@ class FlowPipeline:
         self.writer = FlowWriter(spark, job.name, flow, self.realtime)
         self.written_topics: set[str] = set()
         """Target topics the writer has written since the job started (the rest are new to it)."""
+        self.answering: set[tuple[str, int]] = set()
+        """Target partitions whose leader answered for them (``kafka.await_leaders``): safe to send to."""
         self.realtime_results: RealTimeResults | None = None
         self.sync_tail: kafka.SyncTail | None = None
         self.admitted: dict[str, int] = {}
@@ -385,21 +387,39 @@ class FlowPipeline:
         return self.policy.target_topic(self.flow.source_alias, topic)
 
     def ensure_targets(self, partitions: set[tuple[str, int]]) -> None:
-        """Target topics exist with at least the source's partitions (created like MM2 does)."""
+        """Target topics exist with at least the source's partitions (created like MM2 does), and the
+        leader of each target partition of ``partitions`` answers for it before the writer sends there."""
         topics = {t for t, _ in partitions}
         unknown = {t for t, p in partitions if self.source_partitions.get(t, 0) <= p}
         if unknown:
             self.source_partitions.update(kafka.partition_counts(self.source_admin, unknown))
         wanted = {self.target_topic(t): self.source_partitions[t] for t in topics if t in self.source_partitions}
         missing = {t: n for t, n in wanted.items() if self.target_partitions.get(t, 0) < n}
-        if not missing:
+        if missing:
+            existing = kafka.partition_counts(self.target_admin, missing)
+            configs = {}
+            new_sources = [t for t in topics if self.target_topic(t) in missing and self.target_topic(t) not in existing]
+            if self.flow.sync_topic_configs and new_sources:
+                configs = {self.target_topic(t): c
+                           for t, c in kafka.dynamic_topic_configs(self.source_admin, new_sources).items()}
+            self.target_partitions.update(kafka.ensure_topics(self.target_admin, missing, configs, existing))
+        self.await_target_leaders({(self.target_topic(t), p) for t, p in partitions if t in self.source_partitions})
+
+    def await_target_leaders(self, targets: set[tuple[str, int]]) -> None:
+        """Waits (``kafka.await_leaders``) for the leaders of target partitions the writer has not been
+        told are safe yet: the ones just created, and at a start every one (created a moment ago by
+        someone else, or by this job before a failed batch). A broker lists a new partition before its
+        leader takes produce requests for it, and a producer sending there meanwhile can wedge it for
+        delivery.timeout.ms (KAFKA-15591). Partitions known to answer cost no request."""
+        new = targets - self.answering
+        if not new:
             return
-        existing = kafka.partition_counts(self.target_admin, missing)
-        configs = {}
-        new_sources = [t for t in topics if self.target_topic(t) in missing and self.target_topic(t) not in existing]
-        if self.flow.sync_topic_configs and new_sources:
-            configs = {self.target_topic(t): c for t, c in kafka.dynamic_topic_configs(self.source_admin, new_sources).items()}
-        self.target_partitions.update(kafka.ensure_topics(self.target_admin, missing, configs, existing))
+        began = time.monotonic()
+        kafka.await_leaders(self.target_admin, new)
+        self.answering |= new
+        waited = time.monotonic() - began
+        if waited >= 1.0:
+            log.info("flow=%s the leaders of %d target partition(s) answer after %.1f s", self.flow.name, len(new), waited)
 
     def batch_ranges(self, batch_id: int, batch_df: DataFrame | None = None) -> dict[tuple[str, int], tuple[int, int]]:
         end = self.offset_log.end(batch_id)
@@ -452,6 +472,13 @@ class FlowPipeline:
         read from ``read_at`` on, or ended Real-time tasks (``read_at`` None: each record written as
         soon as it was read)."""
         began = time.monotonic()
+        renewals = sum(int(t.get("producerRenewals") or 0) for t in written.tasks)
+        if renewals:
+            # mm2spec.spark.GuardedSends: a target partition had no acknowledgement for seconds while its
+            # leader answered; its records were written again through a fresh producer instead.
+            log.warning("flow=%s batch %d: the writer replaced %d producer(s) stalled on a target partition and "
+                        "wrote their unacknowledged records again (the executor log names the partitions)",
+                        self.flow.name, batch_id, renewals)
         if self.realtime:
             # The Real-time tasks wrote their offset syncs themselves (mm2spec.spark.SyncWriter).
             sync_count = sum(int(t.get("offsetSyncs") or 0) for t in written.tasks)

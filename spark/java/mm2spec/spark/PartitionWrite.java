@@ -43,20 +43,26 @@ final class PartitionWrite {
 
     /** Counts a record about to be sent and returns the callback that records where it landed. */
     Callback sent(long upstreamOffset, long timestampMs, int size) {
+        counted(upstreamOffset, timestampMs, size);
+        return (RecordMetadata metadata, Exception exception) -> acknowledge(upstreamOffset, timestampMs, metadata, exception);
+    }
+
+    /** Counts a record about to be sent for the first time (a resend is not counted again). */
+    void counted(long upstreamOffset, long timestampMs, int size) {
         records++;
         bytes += size;
         timestampSum += timestampMs;
         timestampMin = Math.min(timestampMin, timestampMs);
         lastUpstream = upstreamOffset;
-        return (RecordMetadata metadata, Exception exception) -> acknowledge(upstreamOffset, timestampMs, metadata, exception);
     }
 
-    private synchronized void acknowledge(long upstream, long timestampMs, RecordMetadata metadata, Exception exception) {
+    /** Records where a record landed (or why not); returns the replication latency it counted, or -1. */
+    synchronized long acknowledge(long upstream, long timestampMs, RecordMetadata metadata, Exception exception) {
         if (exception != null) {
             if (failure == null) {
                 failure = exception;
             }
-            return;
+            return -1;
         }
         acknowledged++;
         long latency = Math.max(0, System.currentTimeMillis() - timestampMs);
@@ -68,6 +74,26 @@ final class PartitionWrite {
             last[2]++;
         } else {
             runs.add(new long[] {upstream, downstream, 1});
+        }
+        return latency;
+    }
+
+    /**
+     * The records from {@code fromUpstream} on are sent again ({@link GuardedSends}): forgets where the
+     * {@code acknowledgedAgain} of them that were acknowledged landed (their runs, counts and latencies):
+     * the copies written now are the ones offset syncs and progress point at. Runs already taken for
+     * offset syncs stay written; a later sync that goes back upstream makes MM2 drop them.
+     */
+    synchronized void rewind(long fromUpstream, long acknowledgedAgain, long latencyMsAgain) {
+        acknowledged -= acknowledgedAgain;
+        latencySumMs -= latencyMsAgain;
+        for (int i = runs.size() - 1; i >= 0; i--) {
+            long[] run = runs.get(i);
+            if (run[0] >= fromUpstream) {
+                runs.remove(i);
+            } else if (run[0] + run[2] > fromUpstream) {
+                run[2] = fromUpstream - run[0];
+            }
         }
     }
 

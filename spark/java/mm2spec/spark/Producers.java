@@ -1,21 +1,31 @@
 package mm2spec.spark;
 
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -41,6 +51,14 @@ final class Producers {
     private static final Map<String, Admin> ADMINS = new ConcurrentHashMap<>();
     /** Threads learning topic metadata at once ({@link #warm}). */
     static final int WARM_THREADS = 64;
+    /** How long {@link #leadersAnswering} waits for the leaders' answers. */
+    static final int LEADERS_TIMEOUT_MS = 5_000;
+    /** Runs producer flushes a writer waits on in steps ({@link GuardedSends#flush}). */
+    private static final ExecutorService FLUSHES = Executors.newCachedThreadPool(runnable -> {
+        Thread thread = new Thread(runnable, "mm2spec-writer-flush");
+        thread.setDaemon(true);
+        return thread;
+    });
 
     private Producers() {
     }
@@ -131,6 +149,44 @@ final class Producers {
     static Admin admin(WriterSettings settings) {
         return ADMINS.computeIfAbsent(settings.key(), unused -> Admin.create(settings.adminProperties()));
     }
+
+    /** {@code producer.flush()} on a thread of its own: the caller waits in steps and looks for stalls. */
+    static Future<?> flushing(Producer<byte[], byte[]> producer) {
+        return FLUSHES.submit(producer::flush);
+    }
+
+    /**
+     * Which of {@code partitions} have a leader on the target cluster that answers for them now: a
+     * ListOffsets of each succeeds within {@value #LEADERS_TIMEOUT_MS} ms (the admin client retries a
+     * moving leader on its own meanwhile). {@link GuardedSends} replaces a producer stalled on a
+     * partition only then: while the cluster or the partition's leader is away, a fresh producer would
+     * fare no better and the producer's own retries are the way through.
+     */
+    static Set<TopicPartition> leadersAnswering(WriterSettings settings, Set<TopicPartition> partitions) {
+        Map<TopicPartition, OffsetSpec> request = new HashMap<>();
+        for (TopicPartition partition : partitions) {
+            request.put(partition, OffsetSpec.latest());
+        }
+        ListOffsetsResult result = admin(settings).listOffsets(request, new ListOffsetsOptions().timeoutMs(LEADERS_TIMEOUT_MS));
+        Set<TopicPartition> answering = new HashSet<>();
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(LEADERS_TIMEOUT_MS);
+        for (TopicPartition partition : partitions) {
+            try {
+                result.partitionResult(partition).get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                answering.add(partition);
+            } catch (ExecutionException | TimeoutException e) {
+                // not answering now: asked again after another stall
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new org.apache.kafka.common.errors.InterruptException(e);
+            }
+        }
+        return answering;
+    }
+
+    /** Asks the target which stalled partitions' leaders answer ({@link #leadersAnswering}); spark/java-tests
+     *  replace it, as they do {@link #factory}. */
+    static volatile BiFunction<WriterSettings, Set<TopicPartition>, Set<TopicPartition>> leaders = Producers::leadersAnswering;
 
     private static ConcurrentLinkedDeque<Producer<byte[], byte[]>> pool(WriterSettings settings) {
         return POOLS.computeIfAbsent(settings.key(), unused -> new ConcurrentLinkedDeque<>());

@@ -10,7 +10,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
-import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -39,7 +38,8 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
 
     private final WriterSettings settings;
     private final WriteResults results;
-    private transient Producer<byte[], byte[]> producer;
+    /** At-least-once: the task's producer, replaced if it stalls on a target partition. */
+    private transient GuardedSends sends;
     private transient Map<String, PartitionWrite> byPartition;
     private transient List<PartitionWrite> writes;
     private transient long began;
@@ -73,7 +73,7 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
         if (settings.exactlyOnce()) {
             transactions = new SliceTransactions(settings, partitionId, syncs);
         } else {
-            producer = Producers.borrow(settings);
+            sends = GuardedSends.atLeastOnce(settings, Producers.borrow(settings));
         }
         syncTimer = Executors.newSingleThreadScheduledExecutor(runnable -> {
             Thread thread = new Thread(runnable, "mm2spec-offset-syncs-" + partitionId);
@@ -84,7 +84,11 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
             long every = SliceTransactions.COMMIT_INTERVAL_MS / 2;
             syncTimer.scheduleWithFixedDelay(this::tick, every, every, TimeUnit.MILLISECONDS);
         } else {
-            syncTimer.scheduleWithFixedDelay(() -> syncs.harvest(writes), SYNC_INTERVAL_MS, SYNC_INTERVAL_MS, TimeUnit.MILLISECONDS);
+            // The timer also looks for a partition the producer stalled on while no record comes to look.
+            syncTimer.scheduleWithFixedDelay(() -> {
+                syncs.harvest(writes);
+                sends.checkQuietly();
+            }, SYNC_INTERVAL_MS, SYNC_INTERVAL_MS, TimeUnit.MILLISECONDS);
         }
         return true;
     }
@@ -110,8 +114,8 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
             transactions.offer(write, row.getLong(WriteTask.OFFSET), millis, (byte[]) row.get(WriteTask.KEY),
                                (byte[]) row.get(WriteTask.VALUE), headers(row));
         } else {
-            WriteTask.send(producer, write, row.getLong(WriteTask.OFFSET), millis, (byte[]) row.get(WriteTask.KEY),
-                           (byte[]) row.get(WriteTask.VALUE), headers(row));
+            sends.send(write, row.getLong(WriteTask.OFFSET), millis, (byte[]) row.get(WriteTask.KEY),
+                       (byte[]) row.get(WriteTask.VALUE), headers(row));
         }
     }
 
@@ -159,7 +163,8 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
         results.add("{\"kind\":\"task\",\"records\":" + records + ",\"writeMs\":" + (System.nanoTime() - began) / 1_000_000
                     + ",\"offsetSyncs\":" + syncs.written.get() + ",\"offsetSyncErrors\":" + syncs.failed.get()
                     + ",\"offsetSyncError\":" + (syncFailure == null ? "null" : Json.quote(syncFailure.toString()))
-                    + ",\"producer\":" + (producer == null ? "{}" : Json.numbers(WriteTask.metrics(producer))) + "}");
+                    + ",\"producerRenewals\":" + (sends != null ? sends.renewals() : transactions.renewals())
+                    + ",\"producer\":" + (sends == null ? "{}" : Json.numbers(WriteTask.metrics(sends.producer()))) + "}");
     }
 
     private void awaitTimer() {
@@ -189,7 +194,7 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
             closeTransactions(error);
             return;
         }
-        if (producer == null) {
+        if (sends == null) {
             return;
         }
         boolean healthy = false;
@@ -198,7 +203,7 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
             if (error != null) {
                 return;
             }
-            producer.flush();
+            sends.flush();
             for (PartitionWrite write : writes) {
                 WriteTask.check(write);
             }
@@ -208,8 +213,8 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
             addResults();
             healthy = true;
         } finally {
-            Producers.giveBack(settings, producer, healthy);
-            producer = null;
+            Producers.giveBack(settings, sends.producer(), healthy);
+            sends = null;
         }
     }
 }

@@ -27,7 +27,9 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
  * with the records ({@code sendOffsetsToTransaction}). At the task's start the progress of every
  * partition is read back (requireStable, after initTransactions has fenced and aborted whatever an
  * earlier attempt with this id left open) and rows below it are skipped: a replayed batch is read, not
- * written twice. Offset syncs are written after each commit, for committed records only.
+ * written twice. Offset syncs are written after each commit, for committed records only. A producer
+ * that stalls on a target partition is replaced by a new holder of the id and the transaction sent
+ * again ({@link GuardedSends}).
  */
 final class SliceTransactions {
     /** How long a record may wait in an open transaction (read_committed consumers see it after). */
@@ -35,7 +37,8 @@ final class SliceTransactions {
 
     private final WriterSettings settings;
     private final String transactionalId;
-    private final Producer<byte[], byte[]> producer;
+    /** The slice's transactional producer, replaced by a new holder of the id if it stalls on a partition. */
+    private final GuardedSends sends;
     private final SyncWriter syncs;
     private final Map<TopicPartition, Long> progress = new HashMap<>();
     private final Set<PartitionWrite> touched = new LinkedHashSet<>();
@@ -53,7 +56,7 @@ final class SliceTransactions {
         this.settings = settings;
         this.transactionalId = settings.sliceTransactionalId(slice);
         this.syncs = syncs;
-        this.producer = Producers.transactional(settings, transactionalId);
+        this.sends = GuardedSends.transactional(settings, transactionalId, Producers.transactional(settings, transactionalId));
         if (committed == null) {
             readProgress();
         } else {
@@ -89,13 +92,13 @@ final class SliceTransactions {
             return;
         }
         if (!open) {
-            producer.beginTransaction();
+            sends.producer().beginTransaction();
             open = true;
             openedAt = System.currentTimeMillis();
         }
-        WriteTask.send(producer, write, offset, timestamp, key, value, headers);
+        sends.send(write, offset, timestamp, key, value, headers);
         touched.add(write);
-        if (System.currentTimeMillis() - openedAt >= COMMIT_INTERVAL_MS) {
+        if (System.currentTimeMillis() - openedAt >= COMMIT_INTERVAL_MS || sends.keptBytes() >= GuardedSends.KEPT_BYTES_MAX) {
             commit();
         }
     }
@@ -116,7 +119,8 @@ final class SliceTransactions {
 
     private void commit() {
         try {
-            producer.flush();
+            sends.flush();
+            Producer<byte[], byte[]> producer = sends.producer();
             Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
             for (PartitionWrite write : touched) {
                 WriteTask.check(write);
@@ -126,6 +130,7 @@ final class SliceTransactions {
             producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(settings.progressGroup()));
             producer.commitTransaction();
             open = false;
+            sends.committed();
             offsets.forEach((tp, offset) -> progress.put(tp, offset.offset()));
             syncs.harvest(touched);  // committed records only
             touched.clear();
@@ -139,7 +144,7 @@ final class SliceTransactions {
     synchronized void abandon() {
         try {
             if (open) {
-                producer.abortTransaction();
+                sends.producer().abortTransaction();
             }
         } catch (KafkaException ignored) {
             // fenced or in an unknown state: the next initTransactions aborts it
@@ -149,5 +154,10 @@ final class SliceTransactions {
 
     boolean failed() {
         return failed;
+    }
+
+    /** Producers replaced because they stalled on a target partition ({@link GuardedSends}). */
+    int renewals() {
+        return sends.renewals();
     }
 }

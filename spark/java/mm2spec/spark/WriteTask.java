@@ -12,7 +12,6 @@ import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.Producer;
-import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
@@ -43,6 +42,8 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
     private final WriterSettings settings;
     /** Target topics new to this job's writers since it started: learnt in bulk before the write. */
     private final ArrayList<String> newTopics;
+    /** Producers this task replaced because they stalled on a target partition ({@link GuardedSends}). */
+    private transient int renewals;
 
     WriteTask(WriterSettings settings, List<String> newTopics) {
         this.settings = settings;
@@ -61,34 +62,35 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
             records += write.records;
         }
         out.add("{\"kind\":\"task\",\"records\":" + records + ",\"writeMs\":" + (System.nanoTime() - began) / 1_000_000
-                + ",\"producer\":" + Json.numbers(producerMetrics) + "}");
+                + ",\"producerRenewals\":" + renewals + ",\"producer\":" + Json.numbers(producerMetrics) + "}");
         return out.iterator();
     }
 
     // ------------------------------------------------------------------ at-least-once
 
     private Map<String, Double> atLeastOnce(Iterator<InternalRow> rows, List<PartitionWrite> writes) {
-        Producer<byte[], byte[]> producer = Producers.borrow(settings);
+        GuardedSends sends = GuardedSends.atLeastOnce(settings, Producers.borrow(settings));
         boolean healthy = false;
         try {
-            Producers.warm(producer, newTopics);
+            Producers.warm(sends.producer(), newTopics);
             Cursor cursor = new Cursor(settings.targetPrefix());
             while (rows.hasNext()) {
                 InternalRow row = rows.next();
                 PartitionWrite write = cursor.partitionOf(row, writes);
-                send(producer, write, row);
+                send(sends, write, row);
                 if (write.failure() != null) {
                     break;
                 }
             }
-            producer.flush();
+            sends.flush();
             for (PartitionWrite write : writes) {
                 check(write);
             }
             healthy = true;
-            return metrics(producer);
+            return metrics(sends.producer());
         } finally {
-            Producers.giveBack(settings, producer, healthy);
+            renewals += sends.renewals();
+            Producers.giveBack(settings, sends.producer(), healthy);
         }
     }
 
@@ -111,6 +113,8 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
                 if (transaction == null || transaction.write != write) {
                     if (transaction != null) {
                         transaction.commit();
+                        renewals += transaction.renewals();
+                        transaction = null;  // counted
                     }
                     transaction = new Transaction(write);
                 }
@@ -118,7 +122,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
             }
             if (transaction != null) {
                 transaction.commit();
-                producerMetrics = transaction.producer == null ? producerMetrics : metrics(transaction.producer);
+                producerMetrics = transaction.producer() == null ? producerMetrics : metrics(transaction.producer());
             }
             return producerMetrics;
         } catch (RuntimeException failure) {
@@ -126,18 +130,26 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
                 transaction.abandon();
             }
             throw failure;
+        } finally {
+            if (transaction != null) {
+                renewals += transaction.renewals();
+            }
         }
     }
 
-    /** One source partition's transaction in this batch. */
+    /** One source partition's transactions in this batch: one, unless its records outgrow what a
+     *  transaction keeps for a resend ({@link GuardedSends#KEPT_BYTES_MAX}: then one per that many bytes). */
     private final class Transaction {
         final PartitionWrite write;
         final String transactionalId;
         final long next;
         final long committedDownstream;
-        Producer<byte[], byte[]> producer;
+        /** The producer before the first record; {@link #sends} holds the one sending since. */
+        private Producer<byte[], byte[]> initial;
+        GuardedSends sends;
         /** Begun and not yet committed: what {@link #abandon} aborts. */
         boolean open;
+        boolean committedAny;
 
         Transaction(PartitionWrite write) {
             this.write = write;
@@ -147,11 +159,19 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
                 // The id first: its initTransactions fences an earlier holder (a killed driver's) and
                 // ends the transaction it left, whose pending progress the read below (requireStable)
                 // would otherwise wait on until the broker timed it out.
-                producer = Producers.transactional(settings, transactionalId);
+                initial = Producers.transactional(settings, transactionalId);
                 progress = readProgress(new TopicPartition(write.targetTopic, write.partition));
             }
             this.next = progress == null ? -1 : progress.offset();
             this.committedDownstream = progress == null ? -1 : downstreamOf(progress);
+        }
+
+        Producer<byte[], byte[]> producer() {
+            return sends != null ? sends.producer() : initial;
+        }
+
+        int renewals() {
+            return sends != null ? sends.renewals() : 0;
         }
 
         void offer(InternalRow row) {
@@ -160,30 +180,37 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
                 return;
             }
             if (!open) {
-                if (producer == null) {
-                    producer = Producers.transactional(settings, transactionalId);
+                if (sends == null) {
+                    Producer<byte[], byte[]> producer = initial != null ? initial : Producers.transactional(settings, transactionalId);
+                    sends = GuardedSends.transactional(settings, transactionalId, producer);
                 }
-                producer.beginTransaction();
+                sends.producer().beginTransaction();
                 open = true;
             }
-            send(producer, write, row);
+            send(sends, write, row);
+            if (sends.keptBytes() >= GuardedSends.KEPT_BYTES_MAX) {
+                commit();  // the next record begins the next transaction
+            }
         }
 
         void commit() {
             if (!open) {
-                if (write.skipped > 0 && committedDownstream >= 0) {
+                if (!committedAny && write.skipped > 0 && committedDownstream >= 0) {
                     // The offset sync a crash may have lost is written now.
                     write.alreadyMirrored(next - 1, committedDownstream);
                 }
                 return;
             }
-            producer.flush();
+            sends.flush();
             check(write);
+            Producer<byte[], byte[]> producer = sends.producer();
             TopicPartition target = new TopicPartition(write.targetTopic, write.partition);
             OffsetAndMetadata progress = new OffsetAndMetadata(write.lastUpstream + 1, Long.toString(write.lastDownstream()));
             producer.sendOffsetsToTransaction(Map.of(target, progress), new ConsumerGroupMetadata(settings.progressGroup()));
             producer.commitTransaction();
             open = false;
+            committedAny = true;
+            sends.committed();
             Producers.committed(settings, transactionalId, progress);
         }
 
@@ -192,6 +219,7 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
          *  left alone (the failure came after it: abortTransaction would throw IllegalStateException
          *  from its READY state and hide the failure). */
         void abandon() {
+            Producer<byte[], byte[]> producer = producer();
             if (producer == null || !open) {
                 return;
             }
@@ -263,21 +291,12 @@ final class WriteTask implements FlatMapFunction<Iterator<InternalRow>, String> 
         }
     }
 
-    private static void send(Producer<byte[], byte[]> producer, PartitionWrite write, InternalRow row) {
+    /** Sends one row to its source partition's target partition ({@link GuardedSends#send}). */
+    private static void send(GuardedSends sends, PartitionWrite write, InternalRow row) {
         byte[] key = row.isNullAt(KEY) ? null : row.getBinary(KEY);
         byte[] value = row.isNullAt(VALUE) ? null : row.getBinary(VALUE);
         Long timestamp = row.isNullAt(TIMESTAMP) ? null : Math.floorDiv(row.getLong(TIMESTAMP), 1000L);
-        send(producer, write, row.getLong(OFFSET), timestamp, key, value, headers(row));
-    }
-
-    /** Sends one record to the source partition's target partition, its callback recording where it
-     *  landed ({@link PartitionWrite#sent}); {@code timestamp} in ms or null. */
-    static void send(Producer<byte[], byte[]> producer, PartitionWrite write, long offset, Long timestamp,
-                     byte[] key, byte[] value, RecordHeaders headers) {
-        ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(write.targetTopic, write.partition, timestamp, key,
-                                                                     value, headers);
-        int size = (key == null ? 0 : key.length) + (value == null ? 0 : value.length);
-        producer.send(record, write.sent(offset, timestamp == null ? 0 : timestamp, size));
+        sends.send(write, row.getLong(OFFSET), timestamp, key, value, headers(row));
     }
 
     private static RecordHeaders headers(InternalRow row) {

@@ -12,7 +12,8 @@ import java.util.TreeMap;
  * the target cluster, secrets resolved), {@code producer.*} (producer settings), and for
  * exactly-once {@code transactional.id.prefix}, {@code progress.group} and
  * {@code progress.timeout.ms}; for the Real-time writer, which writes its own offset syncs,
- * {@code syncs.topic}, {@code syncs.connection.*} (the cluster holding it) and {@code offset.lag.max}.
+ * {@code syncs.topic}, {@code syncs.connection.*} (the cluster holding it) and {@code offset.lag.max};
+ * optionally {@code partition.stall.ms} ({@link GuardedSends}).
  * Never printed: the connection may hold a password.
  */
 final class WriterSettings implements Serializable {
@@ -47,6 +48,12 @@ final class WriterSettings implements Serializable {
 
     long progressTimeoutMs() {
         return Long.parseLong(require("progress.timeout.ms"));
+    }
+
+    /** How long a target partition may hold unacknowledged records with none acknowledged before the
+     *  writer looks into it ({@link GuardedSends}); the tests shorten it. */
+    long partitionStallMs() {
+        return Long.parseLong(values.getOrDefault("partition.stall.ms", Long.toString(GuardedSends.STALL_MS)));
     }
 
     /** Identifies the client configuration (the pools' key); kept in memory only. */
