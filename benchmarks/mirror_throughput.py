@@ -19,6 +19,8 @@ What is measured, and why it is fair:
   show medians with the spread (min-max) and the Spark/MM2 ratio of each round's pair (the two
   ran minutes apart, so machine load shifts them alike): spark-alo against mm2 (at-least-once),
   spark-eos against mm2-eos (MM2 on a Connect worker with ``exactly.once.source.support=enabled``).
+  Also runnable with ``--engines``: the job in Spark's Real-time Mode (``spark.mode: realtime``),
+  ``spark-rt`` at-least-once (against mm2) and ``spark-rt-eos`` exactly-once (against mm2-eos).
 * **Exactly-once counted committed**: for the eos engines the end offsets are the last stable
   offsets (ListOffsets with read_committed); transaction markers take one offset per partition
   per transaction (well under 0.1% here).
@@ -86,9 +88,12 @@ SIZES = {"100B": 100, "1KB": 1024}
 BACKLOG = {"100B": 30_000_000, "1KB": 12_000_000}
 PARTITIONS = 6
 ENGINES = ("spark-alo", "mm2", "spark-eos", "mm2-eos")
-#: Also runnable (--engines): spark-rt, the job in Spark's Real-time Mode (spark.mode: realtime, at-least-once).
-PEERS = {"spark-alo": "mm2", "spark-eos": "mm2-eos", "spark-rt": "mm2"}
-TABLE_ENGINES = ("spark-alo", "spark-rt", "mm2", "spark-eos", "mm2-eos")
+#: Also runnable (--engines): the job in Spark's Real-time Mode (spark.mode: realtime), spark-rt
+#: at-least-once and spark-rt-eos exactly-once.
+REALTIME_ENGINES = ("spark-rt", "spark-rt-eos")
+EXACTLY_ONCE_ENGINES = ("spark-eos", "spark-rt-eos", "mm2-eos")
+PEERS = {"spark-alo": "mm2", "spark-eos": "mm2-eos", "spark-rt": "mm2", "spark-rt-eos": "mm2-eos"}
+TABLE_ENGINES = ("spark-alo", "spark-rt", "mm2", "spark-eos", "spark-rt-eos", "mm2-eos")
 SAMPLE_EVERY_S = 0.1
 MIN_WINDOW_S = 30.0
 MIN_BATCHES = 10
@@ -252,11 +257,11 @@ class SparkEngine:
                  extra: dict | None = None, flow_extra: dict | None = None):
         self.name, self.workdir, self.heap, self.cluster = name, workdir, heap, cluster
         self.extra, self.flow_extra = extra or {}, flow_extra or {}
-        if name == "spark-rt":
-            # Spark's Real-time Mode (spark.mode: realtime): at-least-once, a task slot per task.
+        if name in REALTIME_ENGINES:
+            # Spark's Real-time Mode (spark.mode: realtime): a task slot per task.
             self.extra = {"mode": "realtime", **self.extra}
         self.master = cluster.master_url if cluster else master
-        self.exactly_once = name == "spark-eos"
+        self.exactly_once = name in EXACTLY_ONCE_ENGINES
         self.deployment = None
         self.apps_before: set[str] = set()
 
@@ -323,7 +328,7 @@ class Mm2Engine:
     def __init__(self, name: str, workdir: Path, heap: str, dr_spec, tasks_max: int = 2):
         self.name, self.workdir, self.heap, self.dr_spec = name, workdir, heap, dr_spec
         self.tasks_max = tasks_max
-        self.exactly_once = name == "mm2-eos"
+        self.exactly_once = name in EXACTLY_ONCE_ENGINES
         self.proc = None
 
     def start(self, primary: str, dr: str, alias: str, topics: str) -> None:
@@ -421,7 +426,7 @@ def measure_throughput(engine, primary: str, dr: str, size: str, backlog: int, a
     run = Run(size, engine.name, 0, load=[round(load_average(), 1)])
     engine.start(primary, dr, alias, topic)
     try:
-        ends = EndOffsets(dr, target, committed=engine.name.endswith("eos"))
+        ends = EndOffsets(dr, target, committed=engine.exactly_once)
         deadline = time.monotonic() + FIRST_RECORD_TIMEOUT_S
         while ends.total() == 0:
             if time.monotonic() > deadline:
@@ -447,6 +452,9 @@ def measure_throughput(engine, primary: str, dr: str, size: str, backlog: int, a
         engine.stop()
         delete_topics(dr, f"{alias}.")
     run.master, run.executors = engine.master, engine.executors()
+    if not samples:
+        raise RuntimeError(f"{engine.name}: the backlog of {backlog:,} records ran out within the warm-up "
+                           f"({args.warmup:.0f} s): give a larger --backlog-scale or a shorter --warmup")
     run.exhausted = samples[-1].total >= backlog * 0.98
     window = [s for s in samples if s.total < backlog * 0.98] or samples
     run.window_s = window[-1].t - window[0].t
@@ -474,13 +482,13 @@ def measure_latency(engine, primary: str, dr: str, size: str, alias: str, rate: 
     warm.flush(KAFKA_CALL_TIMEOUT_S)
     engine.start(primary, dr, alias, source)
     try:
-        ends = EndOffsets(dr, target, committed=engine.name.endswith("eos"))
+        ends = EndOffsets(dr, target, committed=engine.exactly_once)
         deadline = time.monotonic() + FIRST_RECORD_TIMEOUT_S
         while ends.total() < PARTITIONS:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{engine.name}: warm-up records did not reach {target}")
             time.sleep(SAMPLE_EVERY_S)
-        return _offset_timelines(primary, dr, source, target, size, rate, seconds, engine.name.endswith("eos"))
+        return _offset_timelines(primary, dr, source, target, size, rate, seconds, engine.exactly_once)
     finally:
         engine.stop()
         delete_topics(dr, f"{alias}.")
@@ -726,6 +734,9 @@ def parse_args() -> argparse.Namespace:
         if any("=" not in item for item in items):
             parser.error(f"--{flag.replace('_', '-')} takes KEY=VALUE, e.g. {example}")
         setattr(args, flag, dict(item.split("=", 1) for item in items))
+    unknown = set(args.engines.split(",")) - set(TABLE_ENGINES)
+    if unknown:
+        parser.error(f"unknown engines {sorted(unknown)}; choose from {', '.join(TABLE_ENGINES)}")
     return args
 
 
