@@ -40,8 +40,9 @@ from confluent_kafka.admin import (
 from mm2spec.errors import ClusterUnreachable, KafkaOperationFailed, SecretMissing, TlsInvalid
 from mm2spec.live import KAFKA_REQUEST_TIMEOUT_S
 from mm2spec.live.types import LiveTopic
-from mm2spec.live.wire import (ConfigsResult, Sasl, WireConnection, WireUnavailable, api_versions_request,
-                               describe_configs_request, finalized_metadata_version, parse_describe_configs)
+from mm2spec.live.wire import (ConfigsResult, Sasl, TopicLayout, WireConnection, WireUnavailable, api_versions_request,
+                               describe_configs_request, finalized_metadata_version, metadata_request,
+                               parse_describe_configs, parse_metadata)
 from mm2spec.mm2.tls import ClientTls, java_properties
 from mm2spec.mm2.retry import (IDEMPOTENT_RETRIABLE, MAX_ACLS_PER_CREATE, MAX_RESOURCES_PER_DESCRIBE,
                                MAX_TOPICS_PER_DELETE, RETRY_DEADLINE_S, acl_filters_per_delete, chunks, is_retriable, retry_call)
@@ -71,6 +72,15 @@ ACL_DELETE_BY_RESOURCE_MAX = 8
 PARTITION_LOG_S = 0.05
 # A bulk call that fails for thousands of resources names this many in its error (the rest counted).
 _FAILURES_SHOWN = 10
+WIRE_CONNECTIONS = 4
+"""Connections one read of many topics' configs is spread over (``topic_configs``). A broker answers
+a connection's requests one at a time, on one of its request handler threads (``num.io.threads``, 8
+by default), so on one connection the others idle while 10,000 topics' configs take the broker a
+CPU-second. A two-core dev broker gains a fifth; a broker with cores to spare, more
+(benchmarks/README.md, plan_1000_topics.py)."""
+TOPICS_PER_CONNECTION = 500
+"""A read opens a connection per this many topics, up to ``WIRE_CONNECTIONS``: each costs a login
+(a SCRAM exchange), worth it only for requests that take a while to answer."""
 
 # librdkafka's BROKER resource type has the wire code of Kafka's CLUSTER resource (4).
 _RESOURCE_TYPES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER,
@@ -243,17 +253,18 @@ class KafkaAdmin:
                include_internal: bool = False) -> dict[str, LiveTopic]:
         """Live topics (all, or those of ``names`` that exist), with one batched DescribeConfigs.
 
-        Named topics are read with one DescribeTopics request (a full metadata listing can lag
-        behind a topic created a moment ago by the same client), and their configs at the same time.
+        Named topics are described by name (a full metadata listing can lag behind a topic created
+        a moment ago by the same client): with their configs, both at once over the wire (Metadata,
+        ``_named_topics``; DescribeConfigs, ``_answered_topic_configs``), else one DescribeTopics.
         """
         found: dict[str, tuple[int, int]] = {}
         configs: dict[str, dict[str, str]] = {}
         if names is not None and with_configs:
-            # Both reads at once: at 10,000 topics each takes seconds, mostly the broker's.
+            # Both reads at once: at 10,000 topics each takes seconds on a busy host.
             wanted = sorted(set(names))
             with ThreadPoolExecutor(max_workers=1) as pool:
                 answered = pool.submit(self._answered_topic_configs, wanted)
-                found = self._describe_topics(wanted)
+                found = self._named_topics(wanted)
                 configs = answered.result()
             # Asked again, with retries and errors: a topic whose configs failed or that was created
             # between the two reads (one that does not exist is no error, and not asked again).
@@ -278,20 +289,50 @@ class KafkaAdmin:
             return {}
         self.ping()  # an unreachable cluster is reported as such, not as N failed topics
         found = {}
-        for chunk in chunks(names, budget=MAX_RESOURCES_PER_DESCRIBE):
-            futures = self._client.describe_topics(TopicCollection(chunk), request_timeout=self.timeout)
-            for name, future in futures.items():
-                try:
-                    description = future.result()
-                except KafkaException as exc:
-                    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                    if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                        continue
-                    description = retrying(lambda: self._describe_topic(name), f"describe topic {name}", self.cluster)
-                    if description is None:
-                        continue
-                replicas = max((len(p.replicas) for p in description.partitions), default=0)
-                found[name] = (len(description.partitions), replicas)
+        futures = {}
+        for chunk in chunks(names, budget=MAX_RESOURCES_PER_DESCRIBE):  # every request sent, then the answers read
+            futures.update(self._client.describe_topics(TopicCollection(chunk), request_timeout=self.timeout))
+        for name, future in futures.items():
+            try:
+                description = future.result()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                description = retrying(lambda: self._describe_topic(name), f"describe topic {name}", self.cluster)
+                if description is None:
+                    continue
+            replicas = max((len(p.replicas) for p in description.partitions), default=0)
+            found[name] = (len(description.partitions), replicas)
+        return found
+
+    def _named_topics(self, names: list[str]) -> dict[str, tuple[int, int]]:
+        """``_describe_topics`` over the wire: a Metadata request per ``MAX_RESOURCES_PER_DESCRIBE``
+        topics, pipelined on one connection (at 10,000 topics under a tenth of the AdminClient's time
+        and CPU: ``mm2spec.live.wire``). A topic the broker answers with an error other than "does not exist"
+        is described again through the AdminClient (``_describe_topic``: retried while retriable,
+        else the failure named); where the wire cannot go, the AdminClient describes them all."""
+        if not names:
+            return {}
+        try:
+            with self._wire_connection() as conn:
+                answers: dict[str, TopicLayout] = {}
+                requests = [lambda cid, batch=batch: metadata_request(cid, batch)
+                            for batch in chunks(names, budget=MAX_RESOURCES_PER_DESCRIBE)]
+                for body in conn.requests(requests):
+                    answers.update(parse_metadata(body))
+        except (OSError, struct.error, IndexError, UnicodeDecodeError, WireUnavailable):  # a cut-off or garbled answer
+            return self._describe_topics(names)
+        found = {}
+        for name in names:
+            answer = answers.get(name)
+            if answer is not None and not answer.error_code:
+                found[name] = (answer.partitions, answer.replicas)
+            elif answer is None or answer.error_code != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                description = retrying(lambda: self._describe_topic(name), f"describe topic {name}", self.cluster)
+                if description is not None:
+                    found[name] = (len(description.partitions),
+                                   max((len(p.replicas) for p in description.partitions), default=0))
         return found
 
     def _describe_topic(self, name: str):
@@ -308,7 +349,8 @@ class KafkaAdmin:
         """The configs set on each named topic (broker defaults left out), by name.
 
         Read over the wire without synonyms (``mm2spec.live.wire``: a tenth of the client's CPU at
-        10,000 topics), ``MAX_RESOURCES_PER_DESCRIBE`` topics a request on one connection; topics
+        10,000 topics), at most ``MAX_RESOURCES_PER_DESCRIBE`` topics a request, the requests spread
+        over up to ``WIRE_CONNECTIONS`` connections; topics
         the broker answered with an error are asked again, while the error is retriable
         (``mm2spec.mm2.retry``); one that remains fails naming the cluster and the topic. Where the
         wire path cannot go (a SASL mechanism it does not speak, a TLS or login failure), the
@@ -329,9 +371,10 @@ class KafkaAdmin:
         except WireUnavailable:
             return {}
 
-    def _wire_connection(self) -> WireConnection:
-        """An authenticated connection to the first bootstrap server that answers (any broker
-        answers DescribeConfigs of topics)."""
+    def _wire_connection(self, first: int = 0) -> WireConnection:
+        """An authenticated connection to a bootstrap server that answers, trying them from the
+        ``first``-th on, so a read's connections spread over them (any broker answers DescribeConfigs
+        of topics)."""
         config = client_config(self.cluster, self._secrets)
         sasl = None
         if self.cluster.security.uses_sasl:
@@ -339,7 +382,9 @@ class KafkaAdmin:
         tls = client_tls(self.cluster, self._secrets)
         context = tls.ssl_context() if tls is not None else None
         failure = "no bootstrap server"
-        for server in self.cluster.bootstrap_servers:
+        servers = list(self.cluster.bootstrap_servers)
+        first %= max(len(servers), 1)
+        for server in servers[first:] + servers[:first]:
             host, _, port = server.rpartition(":")
             try:
                 return WireConnection(host.strip("[]"), int(port), self.timeout, context, sasl)
@@ -347,21 +392,42 @@ class KafkaAdmin:
                 failure = str(exc)
         raise WireUnavailable(failure)
 
+    def _wire_describe(self, names: list[str]) -> dict[str, ConfigsResult]:
+        """The broker's DescribeConfigs answer for each of ``names`` (errors included): requests of at
+        most ``MAX_RESOURCES_PER_DESCRIBE`` topics, spread over a connection per
+        ``TOPICS_PER_CONNECTION`` topics (at most ``WIRE_CONNECTIONS``) read at once, each pipelining
+        its requests. Any failure of any connection is a ``WireUnavailable``."""
+        count = max(1, min(WIRE_CONNECTIONS, len(names) // TOPICS_PER_CONNECTION))
+        # Two requests a connection at least: the broker answers the next while this side parses the last.
+        size = MAX_RESOURCES_PER_DESCRIBE if count == 1 else min(MAX_RESOURCES_PER_DESCRIBE, -(-len(names) // (2 * count)))
+        batches = list(chunks(names, budget=size))
+
+        def read(index: int) -> dict[str, ConfigsResult]:
+            answers: dict[str, ConfigsResult] = {}
+            try:
+                with self._wire_connection(index) as conn:
+                    requests = [lambda cid, batch=batch: describe_configs_request(cid, batch) for batch in batches[index::count]]
+                    for body in conn.requests(requests):
+                        answers.update(parse_describe_configs(body))
+            except (OSError, struct.error, IndexError, UnicodeDecodeError) as exc:  # a cut-off or garbled answer
+                raise WireUnavailable(f"{type(exc).__name__} reading DescribeConfigs") from None
+            return answers
+
+        if count == 1:
+            return read(0)
+        answers: dict[str, ConfigsResult] = {}
+        with ThreadPoolExecutor(max_workers=count, thread_name_prefix="mm2spec-wire") as pool:
+            for part in pool.map(read, range(count)):
+                answers.update(part)
+        return answers
+
     def _wire_topic_configs(self, names: list[str], strict: bool = True) -> dict[str, dict[str, str]]:
         result: dict[str, dict[str, str]] = {}
         pending = names
 
         def describe() -> None:
             nonlocal pending
-            answers: dict[str, ConfigsResult] = {}
-            try:
-                with self._wire_connection() as conn:
-                    requests = [lambda cid, chunk=chunk: describe_configs_request(cid, chunk)
-                                for chunk in chunks(pending, budget=MAX_RESOURCES_PER_DESCRIBE)]
-                    for body in conn.requests(requests):
-                        answers.update(parse_describe_configs(body))
-            except (OSError, struct.error, IndexError, UnicodeDecodeError) as exc:  # a cut-off or garbled answer
-                raise WireUnavailable(f"{type(exc).__name__} reading DescribeConfigs") from None
+            answers = self._wire_describe(pending)
             failed = []
             for name in pending:
                 answer = answers.get(name)

@@ -1,6 +1,7 @@
 """mm2spec's one client of Kafka's wire protocol, for the requests confluent-kafka cannot make well:
-DescribeConfigs of many topics without synonyms, ApiVersions (the cluster's ``metadata.version``),
-and the TLS probe that tells why a TLS cluster cannot be reached before any other client tries.
+DescribeConfigs of many topics without synonyms, Metadata of many named topics, ApiVersions (the
+cluster's ``metadata.version``), and the TLS probe that tells why a TLS cluster cannot be reached
+before any other client tries.
 
 DescribeConfigs of many topics, without synonyms:
 
@@ -11,6 +12,11 @@ only the few configs set on each topic. Here the request asks for no synonyms an
 walked in place, keeping only ``DYNAMIC_TOPIC_CONFIG`` entries, for a fraction of that CPU (the
 broker's own work stays: it works out the synonyms either way). The figures are in
 benchmarks/README.md (plan_1000_topics.py).
+
+Metadata of named topics: a plan needs each target topic's partition count and replication factor;
+confluent-kafka's DescribeTopics builds an object per topic, partition, replica and broker node (half
+a CPU-second at 10,000 topics), where the answer walked here gives the two numbers for a fifteenth.
+
 ``mm2spec.live.kafka.KafkaAdmin`` is the only user; anything this module cannot do (a SASL
 mechanism other than PLAIN and SCRAM, a TLS or authentication failure, an old broker) raises
 ``WireUnavailable`` and the AdminClient reads instead.
@@ -21,7 +27,8 @@ client certificate, hostname verification), the same settings every other client
 
 Requests: ApiVersions v3 (KIP-511, answered before authentication), SaslHandshake v1 and
 SaslAuthenticate v1 (KIP-152), DescribeConfigs v1 (answered by any broker for topics; v0 is the only
-version Kafka 4 removed), request header v1 (v2 for ApiVersions), response header v0.
+version Kafka 4 removed), Metadata v7 (Kafka 2.1 on; Kafka 4 removed v0-v3), request header v1 (v2
+for ApiVersions), response header v0.
 """
 
 from __future__ import annotations
@@ -50,6 +57,11 @@ DYNAMIC_TOPIC_CONFIG = 1
 """DescribeConfigs config source of a config set on the topic itself."""
 
 _SCRAM = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+# SCRAM's salted password by (hash, password, salt, iterations), as RFC 5802 (5.1) lets a client keep
+# it: one read opens several connections to a cluster, and each PBKDF2 of 4,096 rounds or more takes
+# tens of milliseconds of CPU on a busy host.
+_SALTED: dict[tuple[str, bytes, bytes, int], bytes] = {}
+_SALTED_LOCK = threading.Lock()
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ENTRY_TAIL = struct.Struct(">bbbi")  # read_only, config_source, is_sensitive, synonyms count
@@ -131,6 +143,59 @@ def parse_describe_configs(response: bytes) -> dict[str, ConfigsResult]:
                 value = response[value_at:value_at + value_size].decode() if value_size >= 0 else None
                 configs[response[key_at:key_at + key_size].decode()] = value
         results[name] = ConfigsResult(configs if not error else {}, error, message)
+    return results
+
+
+@dataclass(frozen=True)
+class TopicLayout:
+    """One topic's Metadata answer: its partitions and replicas, or the broker's error for it."""
+
+    partitions: int
+    """How many partitions the topic has; 0 on an error."""
+    replicas: int
+    """The most replicas any of its partitions has (its replication factor); 0 on an error."""
+    error_code: int = 0
+    """The broker's error code for this topic (0: none; 3: it does not exist), as in Kafka's protocol."""
+
+
+def metadata_request(correlation_id: int, names: list[str], client: str = "mm2spec") -> bytes:
+    """Metadata v7 for ``names`` (at least one: an empty array asks for no topic), never creating
+    one; size-prefixed."""
+    body = [_I32.pack(len(names))] + [_string(name) for name in names] + [b"\0"]  # AllowAutoTopicCreation false
+    return _header_request(METADATA, 7, correlation_id, b"".join(body), client)
+
+
+def parse_metadata(response: bytes) -> dict[str, TopicLayout]:
+    """A Metadata v7 response (after the correlation id) by topic name: each topic's partition count
+    and most replicas; the brokers, the ISRs and the leaders are skipped."""
+    unpack_i16, unpack_i32 = _I16.unpack_from, _I32.unpack_from
+    at = 4  # throttle time
+    brokers, = unpack_i32(response, at)
+    at += 4
+    for _ in range(brokers):  # node id, host, port, rack (nullable)
+        at += 4
+        at += 2 + unpack_i16(response, at)[0] + 4
+        at += 2 + max(unpack_i16(response, at)[0], 0)
+    at += 2 + max(unpack_i16(response, at)[0], 0) + 4  # cluster id (nullable), controller id
+    count, = unpack_i32(response, at)
+    at += 4
+    results: dict[str, TopicLayout] = {}
+    for _ in range(count):
+        error, = unpack_i16(response, at)
+        size, = unpack_i16(response, at + 2)
+        name = response[at + 4:at + 4 + size].decode()
+        at += 4 + size + 1  # is internal
+        partitions, = unpack_i32(response, at)
+        at += 4
+        most = 0
+        for _ in range(max(partitions, 0)):
+            at += 14  # error code, partition index, leader id, leader epoch
+            replicas, = unpack_i32(response, at)
+            most = max(most, replicas)
+            at += 4 + 4 * max(replicas, 0)
+            at += 4 + 4 * max(unpack_i32(response, at)[0], 0)  # ISR
+            at += 4 + 4 * max(unpack_i32(response, at)[0], 0)  # offline replicas
+        results[name] = TopicLayout(max(partitions, 0), most) if not error else TopicLayout(0, 0, error)
     return results
 
 
@@ -394,6 +459,18 @@ def _header_request(api_key: int, version: int, correlation_id: int, body: bytes
     return _I32.pack(len(payload)) + payload
 
 
+def _salted_password(hash_name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+    """SCRAM's SaltedPassword (PBKDF2), worked out once a process for each salt and iteration count."""
+    key = (hash_name, password, salt, iterations)
+    with _SALTED_LOCK:
+        found = _SALTED.get(key)
+    if found is None:
+        found = hashlib.pbkdf2_hmac(hash_name, password, salt, iterations)
+        with _SALTED_LOCK:
+            _SALTED[key] = found
+    return found
+
+
 class ScramClient:
     """The client side of SCRAM (RFC 5802), as Kafka's SCRAM-SHA-256/512 speak it."""
 
@@ -414,7 +491,7 @@ class ScramClient:
         nonce, salt, iterations = fields.get("r", ""), fields.get("s", ""), int(fields.get("i", "0"))
         if not nonce.startswith(self._nonce) or not salt or iterations <= 0:
             raise WireUnavailable("unexpected SCRAM server-first message")
-        salted = hashlib.pbkdf2_hmac(self._hash().name, self._password, base64.b64decode(salt), iterations)
+        salted = _salted_password(self._hash().name, self._password, base64.b64decode(salt), iterations)
         client_key = hmac.new(salted, b"Client Key", self._hash).digest()
         stored_key = self._hash(client_key).digest()
         without_proof = f"c=biws,r={nonce}"

@@ -2,12 +2,14 @@
 
 The planner reads each cluster a bounded number of times (its version: one ApiVersions request, and
 the Connect worker's ``GET /``; a source: one metadata listing and one
-batched DescribeConfigs of the topics it mirrors; a target: one batched DescribeTopics and, at the
-same time, DescribeConfigs of the topics it should hold (without synonyms: ``mm2spec.live.wire``);
-one DescribeAcls per principal; one Connect request for
+batched DescribeConfigs of the topics it mirrors; a target: the Metadata and, at the
+same time, DescribeConfigs of the topics it should hold (both over Kafka's protocol, the configs
+without synonyms and over a few connections: ``mm2spec.live.wire``);
+one DescribeAcls per principal; the DR state; one Connect request for
 every connector), all clusters at once, compares with
 the shared diff (``mm2spec.plan.diff``) and returns a ``Plan``. It never prints: ``mm2spec.plan.formats``
-renders a plan as text, markdown or JSON.
+renders a plan as text, markdown or JSON. Where the time goes at 10,000 topics, and the figures:
+benchmarks/README.md, plan_1000_topics.py.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from mm2spec.mm2 import versions
 from mm2spec.mm2.engine_facts import engine_facts
 from mm2spec.mm2.versions import VersionFinding, spec_needs
 from mm2spec.live.types import FailoverState
-from mm2spec.plan.desired import (DesiredResources, TopicSpec, desired_resources, list_sources, mirrored_by_flow,
+from mm2spec.plan.desired import (TopicSpec, desired_acls, desired_resources, list_sources, mirrored_by_flow,
                                   topics_needing_configs, with_configs)
 from mm2spec.plan.diff import diff_acls, diff_topic
 from mm2spec.plan.model import ClusterInfo, FlowSummary, Plan, ResourceChange
@@ -107,31 +109,38 @@ def build_plan(state: DesiredState, admin_for: AdminFactory, deployment: Deploym
     by_alias = {i.alias: i for i in infos}
     # The source listings name every resource; only the target topics' configs wait for the sources'
     # configs. So the reads that take time (DescribeConfigs of thousands of topics on each side, the
-    # ACLs) all run at once instead of source then target; the ACLs are read during the listings.
-    with ThreadPoolExecutor(max_workers=3 * len(aliases)) as pool:
+    # ACLs) all run at once instead of source then target; the ACLs and the DR state are read during
+    # the listings, and the desired ACLs are worked out and compared while the topics are read.
+    with ThreadPoolExecutor(max_workers=3 * len(aliases) + 1) as pool:
+        failover = pool.submit(failover_states or read_flow_states, state)
         live_acls = {alias: pool.submit(admins[alias].acls, state.principal_on(alias))
                      for alias in aliases if state.manage_acls and by_alias[alias].authorizer}
         listed = list_sources(state, lambda alias: admins[alias])
         selected = mirrored_by_flow(state, listed)
         needed = topics_needing_configs(state, listed, selected)
         source_configs = {alias: pool.submit(admins[alias].topic_configs, names) for alias, names in needed.items()}
-        draft = desired_resources(state, listed, selected)
+        # The topics' names only: the target reads start before the ACLs are worked out.
+        draft = desired_resources(state, listed, selected, acls=())
         live = {alias: pool.submit(_live_topics, admins[alias], [t.name for t in draft.topics if t.cluster == alias])
                 for alias in aliases}
+        # The same names, so the same selection and ACLs whatever the topics' configs are.
+        acls = tuple(desired_acls(state, listed, selected))
         acl_notes: dict[str, list[str]] = {alias: [] for alias in aliases}
+        acl_changes: dict[str, list[ResourceChange]] = {alias: [] for alias in aliases}
+        if state.manage_acls:
+            for alias in aliases:
+                found = live_acls[alias].result() if alias in live_acls else None
+                acl_changes[alias] = _acl_changes(alias, acls, found, acl_notes[alias])
         sources = {alias: with_configs(listed[alias], future.result()) for alias, future in source_configs.items()}
-        # The same names, so the same selection and ACLs: only the target topics' configs change.
-        resources = desired_resources(state, {**listed, **sources}, selected, draft.acls)
+        resources = desired_resources(state, {**listed, **sources}, selected, acls)
         changes: list[ResourceChange] = []
         for alias in aliases:
             changes += _topic_changes(alias, [t for t in resources.topics if t.cluster == alias],
                                       live[alias].result(), by_alias[alias])
-            if state.manage_acls:
-                found = live_acls[alias].result() if alias in live_acls else None
-                changes += _acl_changes(alias, resources, found, acl_notes[alias])
+            changes += acl_changes[alias]
+        failed_over = failover.result()
     notes: list[str] = [f.message() for f in findings] + version_notes
     notes += [note for alias in aliases for note in acl_notes[alias]]
-    failed_over = (failover_states or read_flow_states)(state)
     notes += failed_over_notes(failed_over)
     if deployment is not None:
         engine_changes, engine_notes = deployment(bool(failed_over))
@@ -176,11 +185,11 @@ def acl_label(b: AclBinding) -> str:
     return f"{b.permission} {b.principal} {b.operation} {b.resource_type} {b.pattern_type} {b.resource_name}"
 
 
-def _acl_changes(alias: str, resources: DesiredResources, live: "set[AclBinding] | None",
+def _acl_changes(alias: str, acls: tuple[AclBinding, ...], live: "set[AclBinding] | None",
                  notes: list[str]) -> list[ResourceChange]:
-    """The ACL changes on ``alias`` given the principal's live bindings (None: the cluster has no
-    authorizer, so nothing is compared and a note says so)."""
-    desired = [b for b in resources.acls if b.cluster == alias]
+    """The ACL changes on ``alias`` given the desired bindings (of every cluster) and the principal's
+    live bindings (None: the cluster has no authorizer, so nothing is compared and a note says so)."""
+    desired = [b for b in acls if b.cluster == alias]
     if live is None:
         if desired:
             notes.append(f'cluster "{alias}" has no authorizer: its {len(desired)} ACL bindings are not compared')
