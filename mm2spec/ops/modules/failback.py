@@ -4,7 +4,10 @@ Incremental: only what DR received after the switch is copied back (``reverse``)
 partition's DR end at the switch to the source's end then; groups are translated DR -> source
 exactly (the same walk by content as the failover), committed on the source, and the forward
 mirror restarts from the source's end, so nothing that came back is mirrored again (identity
-naming has no loop guard: the restart position is the guard).
+naming has no loop guard: the restart position is the guard). Before it restarts, each group's
+offset on the source goes to DR as MM2 would have it (``ready_records``): an offset sync at each
+position in what came back and a checkpoint per group and partition, so DR is ready for the next
+failover (``verify``, RemoteClusterUtils) whether the groups consume again or not.
 
 Records stranded on the source (written there, never mirrored: an unplanned failover, or a
 writer that was not fenced) are counted per partition before anything is written. The default is
@@ -26,7 +29,7 @@ committed on the source.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from mm2spec.engines import START_TIMEOUT_S
@@ -35,7 +38,9 @@ from mm2spec.live.dr_state import STATE_TOPIC, clear_state, read_flow_states, wr
 from mm2spec.live.records import GroupOffsets, RecordReader
 from mm2spec.live.types import FailoverState
 from mm2spec.live.writer import RecordWriter
-from mm2spec.mm2.records import OffsetSync
+from mm2spec.mm2.offsets import Sync, current_syncs, latest_sync
+from mm2spec.mm2.offsets import translate as mm2_translate
+from mm2spec.mm2.records import Checkpoint, OffsetSync
 from mm2spec.ops.modules import mirror, reverse
 from mm2spec.ops.playbooks.context import DEFAULT_WAIT_S, Context
 from mm2spec.ops.playbooks.module import TIMEOUT_ARG, Module, arguments
@@ -44,7 +49,8 @@ from mm2spec.ops.modules.loss import losses_noted, record_rebuilt
 from mm2spec.ops.modules.sections import LOSS, LOSS_SECTION, TRANSLATIONS, TRANSLATIONS_SECTION
 from mm2spec.ops.playbooks.report import Outcome
 from mm2spec.ops.modules.reverse import BackPartition
-from mm2spec.ops.modules.topology import MirroredPartition, offset_syncs, partitions, refuse_merged_fan_in, reverse_flows
+from mm2spec.ops.modules.topology import (MirroredPartition, checkpoints, groups, offset_syncs, partitions,
+                                          refuse_merged_fan_in, reverse_flows)
 from mm2spec.ops.modules.translate import Anchor, Translation, align
 from mm2spec.spec.model import MirrorFlow
 
@@ -60,6 +66,7 @@ CHOICES = ("keep", "rebuild")
 CAUGHT_UP_RECORDS = 1000
 # Passes before the fence: each copies what arrived during the previous one.
 MAX_PASSES = 10
+CHECKPOINTS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 
 # ------------------------------------------------------------------------------------ state
@@ -476,20 +483,119 @@ def _forward_start(ctx: Context, flow: MirrorFlow) -> dict[tuple[str, int], tupl
     return found
 
 
-def _write_forward_syncs(ctx: Context, flow: MirrorFlow, start: Mapping) -> None:
-    """An offset sync per partition at the restart point (source end -> DR end), so a failover
-    before the mirror's first record still translates from here, not from an older sync."""
+@dataclass(frozen=True)
+class ReadyRecords:
+    """What a failback writes before the forward mirror restarts, so that DR is ready for the next
+    failover at once, whether the groups consume again or not: MM2's emitters (the Spark job,
+    MirrorCheckpointConnector) checkpoint a group only through an offset sync at or below its
+    position, and the copy back wrote none on the forward flow's topic."""
+
+    syncs: tuple[OffsetSync, ...]
+    """Per partition, in order: one at each group's position in what the copy wrote (source offset
+    -> the DR offset of the same record), then the restart point (the source's end -> DR's end)."""
+    checkpoints: tuple[Checkpoint, ...]
+    """The group partitions whose latest checkpoint on DR differs from MM2's translation of the
+    group's committed offset on the source through every sync, these included."""
+    replaced: tuple[Checkpoint | None, ...] = ()
+    """DR's latest checkpoint of each of ``checkpoints`` before (None: there was none)."""
+    exact: int = 0
+    """Group partitions translated through a sync at their very offset (the exact record)."""
+    total: int = 0
+    """Group partitions checkpointed (written now or already on DR)."""
+    groups: int = 0
+
+
+def ready_records(parts: Mapping[tuple[str, int], BackPartition], start: Mapping[tuple[str, int], tuple[int, str, int]],
+                  positions: Mapping[str, Mapping[tuple[str, int], int]], forward: Mapping[tuple[str, int], list[Sync]],
+                  back: Mapping[tuple[str, int], list[Sync]], latest: Mapping[tuple[str, str, int], Checkpoint]
+                  ) -> ReadyRecords:
+    """The offset syncs and checkpoints that put every group's committed offset on the source
+    (``positions``) on DR, per mirrored partition of ``start`` (``_forward_start``): a sync at each
+    position the copy wrote (``parts``, its anchors ``back``), none below the mirror's syncs of
+    before the switch (``forward``: MM2 would forget those), the restart point last; and per group
+    partition the checkpoint MM2's rule gives through them (``mm2.offsets``: what the emitters
+    would write, so the restarted mirror agrees), where DR's ``latest`` says otherwise. A group
+    before the switch keeps MM2's translation from then (at most ``offset.lag.max`` behind)."""
+    syncs, checkpoints, replaced, exact, total = [], [], [], 0, 0
+    for key, (source_end, dr_topic, dr_end) in sorted(start.items()):
+        held = sorted({offsets[key] for offsets in positions.values() if key in offsets})
+        at = {source_end: dr_end}
+        part = parts.get(key)
+        if part is not None:
+            in_copy = reverse.anchors(part, back.get((part.dr_topic, part.partition), []))
+            at |= {o: reverse.dr_offset_at(part, in_copy, o) for o in held if part.source_start <= o < source_end}
+        have = forward.get(key, [])
+        new = sorted(at.items())
+        if have and at.get(have[-1][0]) == have[-1][1]:  # an earlier run wrote these: go on from its last
+            new = [s for s in new if s[0] >= have[-1][0]]
+        syncs += [OffsetSync(key[0], key[1], o, d) for o, d in new]
+        after = current_syncs([*have, *new])
+        for group, offsets in sorted(positions.items()):
+            if key not in offsets or (downstream := mm2_translate(after, offsets[key])) is None:
+                continue  # no sync at or below: MM2 emits no checkpoint either
+            total += 1
+            exact += latest_sync(after, offsets[key])[0] == offsets[key]
+            old = latest.get((group, dr_topic, key[1]))
+            if old is None or (old.upstream_offset, old.downstream_offset) != (offsets[key], downstream):
+                checkpoints.append(Checkpoint(group, dr_topic, key[1], offsets[key], downstream))
+                replaced.append(old)
+    return ReadyRecords(tuple(syncs), tuple(checkpoints), tuple(replaced), exact, total, len(positions))
+
+
+def _ready_records(ctx: Context, flow: MirrorFlow, state: FailoverState, start: Mapping) -> ReadyRecords:
+    """``ready_records`` from the clusters: the groups' offsets on the source (committed by now)."""
+    names = groups(ctx, flow)
+    described = ctx.client(GroupOffsets, flow.source).describe(names) if names else {}
+    positions = {g: {tp: o for tp, o in described[g].offsets.items() if tp in start} for g in names}
+    positions = {g: offsets for g, offsets in positions.items() if offsets}
+    parts = {(p.topic, p.partition): p for p in BackPartition.of(state)}
+    return ready_records(parts, start, positions, offset_syncs(ctx, flow),
+                         reverse.reverse_syncs(ctx, flow, state.syncs_from), checkpoints(ctx, flow))
+
+
+def _write_ready(ctx: Context, flow: MirrorFlow, ready: ReadyRecords) -> None:
+    """The offset syncs first (a checkpoint is MM2's translation through them), then the checkpoints."""
     ctx.admin(flow.offset_syncs_cluster).create_topic(flow.offset_syncs_topic, 1, -1, reverse.SYNCS_TOPIC_CONFIGS,
                                                       exist_ok=True)
     writer = ctx.client(RecordWriter, flow.offset_syncs_cluster)
-    for (topic, partition), (source_end, _dr_topic, dr_end) in sorted(start.items()):
-        sync = OffsetSync(topic, partition, source_end, dr_end)
+    for sync in ready.syncs:
         writer.send_raw(flow.offset_syncs_topic, sync.record_key(), sync.record_value())
     writer.flush()
+    if ready.checkpoints:
+        # MM2 creates its checkpoints topic compacted with one partition; a failback may come first.
+        ctx.admin(flow.target).create_topic(flow.checkpoints_topic, 1, -1, CHECKPOINTS_TOPIC_CONFIGS, exist_ok=True)
+        writer = ctx.client(RecordWriter, flow.target)
+        for checkpoint in ready.checkpoints:
+            writer.send_raw(flow.checkpoints_topic, checkpoint.record_key(), checkpoint.record_value())
+        writer.flush()
+
+
+def _ready_outcome(ctx: Context, flow: MirrorFlow, ready: ReadyRecords) -> Outcome:
+    if ctx.options.check:
+        wanted = [t for t in ctx.facts.get(BACK, {}).get(flow.name, []) if t.dr_offset is not None]
+        return Outcome("changed" if wanted else "ok", flow.target,
+                       f"{flow.name}: would write an offset sync at each group's offset on {flow.source} and each "
+                       f"group's checkpoint on {flow.target} ({len(wanted)} group partitions translated back), "
+                       "before the forward mirror restarts", flow=flow.name)
+    diff = tuple((f"{c.group} {c.topic}-{c.partition} checkpoint", _shown(old), _shown(c))
+                 for c, old in list(zip(ready.checkpoints, ready.replaced))[:20])
+    rounded = ready.total - ready.exact
+    note = f"; {rounded} by MM2's rule through the syncs of before the switch, at most offset.lag.max behind" \
+        if rounded else ""
+    return Outcome("changed" if ready.checkpoints else "ok", flow.target,
+                   f"{flow.name}: ready for the next failover: {ready.groups} groups, {ready.total} partitions "
+                   f"checkpointed on {flow.target} at their offsets on {flow.source} ({ready.exact} exact{note}); "
+                   f"wrote {len(ready.syncs)} offset syncs and {len(ready.checkpoints)} checkpoints", diff, flow=flow.name)
+
+
+def _shown(checkpoint: Checkpoint | None) -> str:
+    return "-" if checkpoint is None else f"{checkpoint.upstream_offset} -> {checkpoint.downstream_offset}"
 
 
 def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
-    """Start the forward mirror again from the source's end now: what came back is not mirrored twice."""
+    """Start the forward mirror again from the source's end now: what came back is not mirrored twice.
+    First each group's offset on the source is written to DR (``ready_records``): the restarted
+    emitters read those syncs and checkpoints, and agree with them."""
     work = pending(ctx)
     todo = [(f, s) for f, s in work if not s.restarted]
     if not todo:
@@ -500,11 +606,15 @@ def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
     if ctx.options.check:
         diff = tuple((f"{f.name} {t}-{p}", "stopped", f"from {s[0]}") for f in flows
                      for (t, p), s in sorted(starts[f.name].items())[:20])
-        return [Outcome("changed", ctx.engine.location(f),
-                        f"{f.name}: would restart the forward mirror from {flow_end(starts[f.name])}", diff, flow=f.name)
-                for f in flows]
+        return [_ready_outcome(ctx, f, ReadyRecords((), ())) for f in flows] + [
+            Outcome("changed", ctx.engine.location(f),
+                    f"{f.name}: would restart the forward mirror from {flow_end(starts[f.name])}", diff, flow=f.name)
+            for f in flows]
+    # Before the start: the restarted emitters read these syncs and checkpoints, and a sync written
+    # below the mirror's first one would make MM2 forget every earlier sync.
+    ready = {f.name: _ready_records(ctx, f, s, starts[f.name]) for f, s in todo}
     for flow in flows:
-        _write_forward_syncs(ctx, flow, starts[flow.name])
+        _write_ready(ctx, flow, ready[flow.name])
     others: list[str] = []
     if ctx.engine.shared_by_flows:  # one deployment runs every flow: it starts only once none is failed over
         recorded = read_flow_states(ctx.spec, secrets=ctx.secrets)
@@ -513,7 +623,7 @@ def restart_mirror(ctx: Context, args: Mapping[str, Any]) -> list[Outcome]:
                for f in flows}
     actions = ctx.engine.start_from(flows, offsets, others_failed_over=others,
                                     timeout=float(args.get("timeout", START_TIMEOUT_S)))
-    outcomes = [mirror.outcome(a) for a in actions]
+    outcomes = [*(_ready_outcome(ctx, f, ready[f.name]) for f in flows), *(mirror.outcome(a) for a in actions)]
     for flow, state in todo:
         write_state(ctx.spec.cluster(flow.target), replace(state, restarted=True), ctx.secrets)
     ctx.failover_states(refresh=True)

@@ -11,7 +11,9 @@ partition from ``source start`` on (the clients are on DR, and fenced off the so
 ``failover.fence`` is set), so the source's end says how many records were copied; the last
 copied record is then found on DR from the nearest offset sync and checked by content before
 the copy goes on. Offset syncs are written in MM2's format to the reverse flow's topic
-(``mm2-offset-syncs.<source>.internal`` on DR, where MM2 would keep it for a DR -> source flow):
+(``mm2-offset-syncs.<source>.internal`` on DR, where MM2 would keep it for a DR -> source flow;
+``mm2-offset-syncs.<dr>.internal`` on the source when the forward flow's own syncs are there under
+the same keys, ``syncs_location``):
 one at each gap in DR's offsets (transaction markers, compaction) and every ``offset.lag.max``
 records, so a group's DR offset translates exactly with a short walk.
 """
@@ -77,25 +79,44 @@ class Copied:
         return self.before + self.now
 
 
+def syncs_location(flow: MirrorFlow) -> str:
+    """Where MM2 would keep the offset syncs of a DR -> source flow: on DR (location ``source``),
+    unless the forward flow keeps its own there under that very name and the same keys (its
+    location ``target``: ``mm2-offset-syncs.<source>.internal`` on DR, and identity naming), then
+    on the source (location ``target``; with identity naming no flow runs the other way). Read as
+    the forward flow's, the copy's (DR offset, source offset) pairs would translate the source's
+    offsets wrongly, and the forward syncs a failback writes would pass for the copy's anchors.
+    (With a prefix the keys differ: ``primary.orders`` against ``orders``.)"""
+    on_dr = (policy.offset_syncs_cluster(flow.target, flow.source, "source"),
+             policy.offset_syncs_topic(flow.target, flow.source, "source", flow.separator))
+    same_keys = flow.replication_policy == "identity"
+    return "target" if same_keys and on_dr == (flow.offset_syncs_cluster, flow.offset_syncs_topic) else "source"
+
+
+def syncs_cluster(flow: MirrorFlow) -> str:
+    """The alias of the cluster holding the reverse flow's offset syncs (``syncs_location``)."""
+    return policy.offset_syncs_cluster(flow.target, flow.source, syncs_location(flow))
+
+
 def syncs_topic(flow: MirrorFlow) -> str:
-    """The reverse flow's offset-syncs topic (MM2's name for a DR -> source flow, kept on DR)."""
-    return policy.offset_syncs_topic(flow.target, flow.source, "source", flow.separator)
+    """The reverse flow's offset-syncs topic (MM2's name for a DR -> source flow, ``syncs_location``)."""
+    return policy.offset_syncs_topic(flow.target, flow.source, syncs_location(flow), flow.separator)
 
 
 def syncs_end(ctx: Context, flow: MirrorFlow) -> int:
     """The reverse offset-syncs topic's end now (0 when it does not exist yet)."""
-    if not ctx.admin(flow.target).topics([syncs_topic(flow)], with_configs=False):
+    if not ctx.admin(syncs_cluster(flow)).topics([syncs_topic(flow)], with_configs=False):
         return 0
-    return ctx.client(RecordReader, flow.target).watermarks(syncs_topic(flow), 0)[1]
+    return ctx.client(RecordReader, syncs_cluster(flow)).watermarks(syncs_topic(flow), 0)[1]
 
 
 def reverse_syncs(ctx: Context, flow: MirrorFlow, since: int) -> dict[tuple[str, int], list[tuple[int, int]]]:
     """The reverse offset syncs (DR offset, source offset) per DR partition written at or after
     offset ``since`` of the syncs topic (by this failback), in the order written."""
     found: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    if not ctx.admin(flow.target).topics([syncs_topic(flow)], with_configs=False):
+    if not ctx.admin(syncs_cluster(flow)).topics([syncs_topic(flow)], with_configs=False):
         return found
-    reader = ctx.client(RecordReader, flow.target)
+    reader = ctx.client(RecordReader, syncs_cluster(flow))
     low, high = reader.watermarks(syncs_topic(flow), 0)
     for record in reader.iterate(syncs_topic(flow), 0, max(low, since), high):
         sync = OffsetSync.from_record(record.key, record.value)
@@ -165,26 +186,26 @@ def copy_pass(ctx: Context, flow: MirrorFlow, parts: list[BackPartition], syncs_
             continue
         if writer is None:
             writer = ctx.client(RecordWriter, flow.source)
-            syncs_writer = ctx.client(RecordWriter, flow.target)
-            ctx.admin(flow.target).create_topic(syncs_topic(flow), 1, -1, SYNCS_TOPIC_CONFIGS, exist_ok=True)
+            syncs_writer = ctx.client(RecordWriter, syncs_cluster(flow))
+            ctx.admin(syncs_cluster(flow)).create_topic(syncs_topic(flow), 1, -1, SYNCS_TOPIC_CONFIGS, exist_ok=True)
         _copy_partition(ctx, flow, result, dr.messages(part.dr_topic, part.partition, start, dr_end, COPY_BATCH),
-                        writer, syncs_writer, lag_max)
+                        writer, syncs_writer, lag_max, syncs_topic(flow))
         writer.flush()
         syncs_writer.flush()
     return results
 
 
 def _copy_partition(ctx: Context, flow: MirrorFlow, result: Copied, messages: Iterable, writer: RecordWriter,
-                    syncs_writer: RecordWriter, lag_max: int) -> None:
+                    syncs_writer: RecordWriter, lag_max: int, topic: str = "") -> None:
     """Copy one partition's messages in order, an offset sync at the start, at each gap in DR's
-    offsets and every ``lag_max`` records."""
+    offsets and every ``lag_max`` records, to ``topic`` (``syncs_topic``, named once a pass)."""
     part = result.part
     expected, since_sync, shown = None, 0, time.monotonic()
     for message in messages:
         offset = message.offset()
         if offset != expected or since_sync >= lag_max:
             sync = OffsetSync(part.dr_topic, part.partition, offset, part.source_start + result.total)
-            syncs_writer.send_raw(syncs_topic(flow), sync.record_key(), sync.record_value())
+            syncs_writer.send_raw(topic, sync.record_key(), sync.record_value())
             since_sync = 0
         writer.send_message(part.topic, part.partition, message)
         result.now += 1
@@ -204,6 +225,17 @@ def translation_anchors(part: BackPartition, forward: list[tuple[int, int]], rev
     changed) and the reverse copy's anchors (after it)."""
     before = [] if rebuilt else [(d, u) for u, d in forward if d < part.dr_start and u < part.source_start]
     return sorted(set(before) | set(anchors(part, reverse)))
+
+
+def dr_offset_at(part: BackPartition, anchors_in_copy: list[tuple[int, int]], source_offset: int) -> int:
+    """The DR offset of the record the copy wrote at ``source_offset`` (from ``part.source_start``
+    to before the copy's end): ``copied_offset`` the other way. Between two anchors both offsets
+    advance together (a gap in DR's offsets has an anchor at the record after it), so the nearest
+    anchor at or below gives it; of two anchors at one source offset (the copy start, then the
+    sync at the first record copied after a gap), the later names the record."""
+    i = bisect.bisect_right([d for _u, d in anchors_in_copy], source_offset) - 1
+    u, d = anchors_in_copy[max(i, 0)]
+    return u + (source_offset - d)
 
 
 def copied_offset(part: BackPartition, anchors_in_copy: list[tuple[int, int]], committed: int, source_end: int) -> int:
