@@ -101,9 +101,9 @@ WRITER_REQUESTS_PER_S = 1250
 WRITER_LINGER_MS_RANGE = (5, 1000)
 #: ... and the partitions are split over this many producers, each its own connection, served in parallel.
 WRITER_PRODUCERS = 4
-#: The writer writes this long before its records count (and its rate is judged): a fresh writer on a
-#: busy machine delivered 15% of the rate for its first two seconds and then a burst, a load the
-#: asked rate does not describe. Its records are mirrored like the others; no figure counts them.
+#: The writer writes this long before its records count (and its rate is judged): a fresh writer
+#: starts slow and then bursts, a load the asked rate does not describe. Its records are mirrored
+#: like the others; no figure counts them.
 WRITER_WARMUP_S = 5.0
 #: The writer's rate is judged per window this long (at 5,000 records/s a slice's records are 2% of it).
 WRITER_WINDOW_S = 1.0

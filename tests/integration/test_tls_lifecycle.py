@@ -163,6 +163,18 @@ def _secrets_absent(stack, tmp: Path, secrets: list[str]) -> None:
         assert secret not in everything, "a secret leaked into Pulumi's output or state"
 
 
+def _applied_stack(tmp: Path, env: dict[str, str], spec: Path):
+    """A stack ``tls`` of the project in ``tmp`` on ``spec`` (written out under ``out``), ``up`` done."""
+    stack = project_stack(tmp, env)
+    (stack.project / "spec.yaml").write_text(spec.read_text())
+    stack.run("login")
+    stack.run("stack", "init", "tls")
+    stack.run("config", "set", "mm2spec:spec", "spec.yaml")
+    stack.run("config", "set", "mm2spec:outDir", "out")
+    stack.run("up", "--yes")
+    return stack
+
+
 def _key_body(path: str) -> str:
     """A line from the middle of a PEM key: present in any copy of the key, whatever its framing."""
     lines = [line for line in Path(path).read_text().splitlines() if line and not line.startswith("-----")]
@@ -212,13 +224,7 @@ def test_mtls_every_command_and_the_spark_engine(tls_kafka_pair, pulumi_bin, tmp
     code, printed = _run(capsys, "plan", str(path))
     assert code == 0 and "User:CN=mm2" in printed, printed
 
-    stack = project_stack(tmp_path, {"IT_TLS_WRONG_KEY_PASSWORD": "not-it"})
-    (stack.project / "spec.yaml").write_text(path.read_text())
-    stack.run("login")
-    stack.run("stack", "init", "tls")
-    stack.run("config", "set", "mm2spec:spec", "spec.yaml")
-    stack.run("config", "set", "mm2spec:outDir", "out")
-    stack.run("up", "--yes")
+    stack = _applied_stack(tmp_path, {"IT_TLS_WRONG_KEY_PASSWORD": "not-it"}, path)
     assert topic in dr.topics([topic], with_configs=False)
     for admin, operations in ((primary, {"READ", "DESCRIBE", "DESCRIBE_CONFIGS"}),
                               (dr, {"ALTER", "ALTER_CONFIGS", "CREATE", "DESCRIBE", "READ", "WRITE"})):
@@ -305,13 +311,7 @@ def test_sasl_ssl_with_a_jks_truststore_connect_and_spark_realtime(tls_kafka_pai
     _write(path, spec)
     state = load_desired_state(path, None)
 
-    stack = project_stack(tmp_path, secrets)
-    (stack.project / "spec.yaml").write_text(path.read_text())
-    stack.run("login")
-    stack.run("stack", "init", "tls")
-    stack.run("config", "set", "mm2spec:spec", "spec.yaml")
-    stack.run("config", "set", "mm2spec:outDir", "out")
-    stack.run("up", "--yes")
+    stack = _applied_stack(tmp_path, secrets, path)
     assert {b.operation for b in dr.acls("User:mm2") if b.resource_name == f"tls-{run}-"} >= {"WRITE", "CREATE"}
     _wait(lambda: _mirrored(state, topic), CATCH_UP_TIMEOUT, "MM2 to mirror the seed records", worker.process.log)
     _drill(capsys, path, tmp_path / "drill", "--connect-url", worker.url)

@@ -20,12 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from mm2spec.dev.certs import ensure_cluster_certs
 from mm2spec.errors import SecretMissing, TlsInvalid
 from mm2spec.mm2.tls import (DIR_PROVIDER, ClientTls, Identity, Store, TlsSettings, java_properties, resolve_references,
                              uses_dir_provider)
-
-pytestmark = pytest.mark.skipif(not (shutil.which("openssl") and shutil.which("keytool")),
-                                reason="needs the openssl and keytool programs (scripts/setup installs Java)")
 
 STORE_PASSWORD = "Store-Pass-7731"
 KEY_PASSWORD = "Key-Pass-4412"
@@ -34,20 +32,6 @@ SECRETS = {"STORE_PASSWORD": STORE_PASSWORD, "KEY_PASSWORD": KEY_PASSWORD, "WRON
 """Secret name -> value, the lookup every ClientTls of these tests reads."""
 WHERE = 'cluster "primary"'
 
-_CA_CONFIG = """\
-[ req ]
-distinguished_name = dn
-[ dn ]
-[ expired_ca ]
-database = {work}/index.txt
-serial = {work}/serial
-new_certs_dir = {work}
-default_md = sha256
-policy = any_name
-unique_subject = no
-[ any_name ]
-commonName = supplied
-"""
 
 
 _FILES = {"ca": "ca.pem", "ca_key": "ca.key", "cert": "mm2.pem", "key": "mm2.key", "encrypted_key": "mm2.enc.key",
@@ -94,21 +78,16 @@ def make_certs(folder: Path) -> Certs:
     run = lambda *args: _tool(*args, cwd=folder)  # noqa: E731
     run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
         "-subj", "/CN=test-ca")
-    for name in ("mm2", "admin", "expired"):
+    for name in ("mm2", "admin"):
         run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
             "-subj", f"/CN={name}")
     for serial, name in enumerate(("mm2", "admin"), start=2):
         run("openssl", "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial",
             str(serial), "-days", "2", "-out", f"{name}.pem")
-    # openssl x509 takes explicit dates only from OpenSSL 3.4 (-not_before/-not_after): openssl ca does in all.
-    (folder / "ca.cnf").write_text(_CA_CONFIG.format(work=folder))
-    (folder / "index.txt").write_text("")
-    (folder / "serial").write_text("1000\n")
-    now = datetime.now(timezone.utc)
-    run("openssl", "ca", "-batch", "-config", "ca.cnf", "-name", "expired_ca", "-cert", "ca.pem", "-keyfile", "ca.key",
-        "-in", "expired.csr", "-out", "expired.pem", "-notext",
-        "-startdate", (now - timedelta(days=30)).strftime("%Y%m%d%H%M%SZ"),
-        "-enddate", (now - timedelta(days=1)).strftime("%Y%m%d%H%M%SZ"))
+    # The expired certificate as the dev clusters make theirs (dates in the past need `openssl ca`).
+    dev = ensure_cluster_certs(folder / "dev", "t")
+    shutil.copy(dev.expired_certificate, folder / "expired.pem")
+    shutil.copy(dev.expired_key, folder / "expired.key")
     run("openssl", "pkcs8", "-topk8", "-in", "mm2.key", "-out", "mm2.enc.key", "-passout", "env:KP")
     run("openssl", "rsa", "-in", "mm2.key", "-traditional", "-out", "mm2.rsa.key")
     for kind, name in (("PKCS12", "trust.p12"), ("JKS", "trust.jks")):
