@@ -55,10 +55,14 @@ SOURCE_CONSUMER_KEYS = ("isolation.level", "fetch.min.bytes", "fetch.max.bytes",
 #: source's end), but a fetch that reaches a partition's end (the next one, sent ahead by the
 #: consumer) is held by the broker for up to this long and blocks the consumer's next fetch: at the
 #: default 500 ms, Spark's source took several times as long over a 1,000-partition backlog as at
-#: 10 ms (spark/README.md, Profile at width). Consumers poll only inside a batch's tasks, so a short
-#: wait costs no idle polling.
+#: 10 ms (spark/README.md, Profile at width). In micro-batch mode consumers poll only inside a
+#: batch's tasks, so a short wait costs no idle polling.
 SOURCE_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": "4194304",
                             "fetch.max.wait.ms": "10"}
+#: Real-time Mode's tasks poll for ever and a fetch returns as soon as any partition has a record, so
+#: the broker may hold an empty fetch for Kafka's default (MM2's): at 10 ms every slice's consumer
+#: sent ~100 fetches a second to an idle source (the idle flow's CPU, spark/README.md).
+SOURCE_CONSUMER_REALTIME = {"fetch.max.wait.ms": "500"}
 
 
 #: mm2spec's Kafka source for mirroring (spark/java/mm2spec/spark/source, in the writer's jar).
@@ -220,7 +224,8 @@ class FlowPipeline:
                   .option("startingOffsets", self.starting_offsets()))
         if self.realtime:
             reader = reader.option("realTimeKey", self.query_name)
-        consumer = {**self.flow.source.java_properties(), **SOURCE_CONSUMER_DEFAULTS}
+        consumer = {**self.flow.source.java_properties(), **SOURCE_CONSUMER_DEFAULTS,
+                    **(SOURCE_CONSUMER_REALTIME if self.realtime else {})}
         if self.flow.exactly_once:
             consumer["isolation.level"] = "read_committed"
         consumer.update({k: v for k, v in self.flow.consumer_overrides if k in SOURCE_CONSUMER_KEYS})

@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from mirror_wide import (
+    WRITER_WARMUP_MAX_S,
     WRITER_WARMUP_S,
     WideRun,
     figures,
@@ -22,6 +23,7 @@ from mirror_wide import (
     print_table,
     ratio,
     surplus,
+    warmed_up,
     writer_linger_ms,
     writer_windows,
 )
@@ -30,6 +32,22 @@ from mirror_wide import (
 def steady_acks(rate: float, began: float, seconds: float, every: float = 0.02) -> list[tuple[float, int]]:
     """The source acknowledging ``rate`` records/s in slices ``every`` s apart."""
     return [(began + k * every, int(rate * k * every)) for k in range(int(seconds / every) + 1)]
+
+
+def test_the_warm_up_ends_once_the_writer_holds_its_rate():
+    # Acknowledged at 100 records/s for 20 s (a fresh writer on a busy source), then in step.
+    slow = [(k * 0.02, int(100 * k * 0.02)) for k in range(1000)]
+    acks = slow + [(20.0 + t, n + 2000) for t, n in steady_acks(5000, 0.0, 30.0)[1:]]
+    assert warmed_up(acks, 0.0, WRITER_WARMUP_S, 5000) is None
+    assert warmed_up(acks, 0.0, 21.0, 5000) is None
+    assert warmed_up(acks, 0.0, 24.5, 5000) is None
+    assert warmed_up(acks, 0.0, 25.5, 5000) == 25.5
+    # A writer in step from its start still writes the least warm-up.
+    steady = steady_acks(5000, 0.0, 30.0)
+    assert warmed_up(steady, 0.0, WRITER_WARMUP_S - 0.5, 5000) is None
+    assert warmed_up(steady, 0.0, WRITER_WARMUP_S + 0.5, 5000) == WRITER_WARMUP_S + 0.5
+    # One that never keeps up starts counting at the cap (and is judged behind).
+    assert warmed_up(slow, 0.0, WRITER_WARMUP_MAX_S, 5000) == WRITER_WARMUP_MAX_S
 
 
 def test_a_writer_that_keeps_its_rate_is_held():
