@@ -167,6 +167,10 @@ class WideRun:
     """The writer's delay, handed to its producer until on the source (not the mirror's)."""
     drain_s: float | None = None
     cpu_backlog_s: float | None = None
+    cpu_start_s: float | None = None
+    """CPU-seconds until DR held a first record (the engine's start-up)."""
+    cpu_copy_per_million: float | None = None
+    """CPU-seconds of the backlog after the start-up, per million records of the backlog."""
     """CPU-seconds of the engine's processes from its start command until DR held the backlog."""
     cpu_backlog_per_million: float | None = None
     cpu_live_s: float | None = None
@@ -444,14 +448,14 @@ def writer_warning(run: WideRun) -> str:
 
 
 def wait_for(total: int, target: EndOffsets, timeout: float, sample: float,
-             first: list[float] | None = None) -> float | None:
+             first: list | None = None, at_first=lambda: None) -> float | None:
     """When (monotonic) the target holds ``total`` records, None after ``timeout``; ``first`` gets
-    when it first held any (each to within one ``sample``)."""
+    when it first held any (each to within one ``sample``) and what ``at_first()`` said then."""
     began = time.monotonic()
     while time.monotonic() - began < timeout:
         held = sum(target.read())
         if held and first is not None and not first:
-            first.append(time.monotonic())
+            first.extend((time.monotonic(), at_first()))
         if held >= total:
             return time.monotonic()
         time.sleep(sample)
@@ -480,11 +484,14 @@ def measure(engine, engine_name: str, round_no: int, primary: str, dr: str, part
     total = backlog_before
     began = time.monotonic()
     engine.start(primary, dr, alias, f"{parts.prefix}.*")
-    first: list[float] = []
-    done = wait_for(total, target, BACKLOG_TIMEOUT_S, args.sample, first)
+    first: list = []
+    done = wait_for(total, target, BACKLOG_TIMEOUT_S, args.sample, first, lambda: engine_cpu(engine))
     cpu = engine_cpu(engine)
     run.backlog_s = round(done - began, 1) if done else None
     run.first_record_s = round(first[0] - began, 1) if first else None
+    run.cpu_start_s = round(first[1], 1) if first else None
+    if first and done:
+        run.cpu_copy_per_million = per_million(cpu - first[1], total)
     run.cpu_backlog_s = round(cpu, 1)
     run.cpu_backlog_per_million = per_million(cpu, total) if done else None
     run.load.append(round(mt.load_average(), 1))
@@ -696,14 +703,16 @@ def print_table(runs: list[WideRun]) -> None:
               f"  {r.load}")
     print()
     cost = (f"{'engine':<12} {'round':>5} {'CPU-s backlog':>13} {'per M':>7} {'CPU-s live':>10} {'per M':>7} "
-            f"{'idle CPU-s/min':>14} {'source records':>14} {'DR records':>11} {'duplicates':>10} {'missing':>8} "
+            f"{'start CPU-s':>11} {'copy per M':>10} {'idle CPU-s/min':>14} {'source records':>14} {'DR records':>11} "
+            f"{'duplicates':>10} {'missing':>8} "
             f"{'errors/restarts':>15}")
     print(cost + "   (CPU: the engine's processes; per M: per million records mirrored)")
     print("-" * len(cost))
     for r in runs:
         failures = "-" if r.spark_errors is None else f"{r.spark_errors}/{r.spark_restarts}"
         print(f"{r.engine:<12} {r.round:>5} {fmt(r.cpu_backlog_s):>13} {fmt(r.cpu_backlog_per_million):>7} "
-              f"{fmt(r.cpu_live_s):>10} {fmt(r.cpu_live_per_million):>7} {fmt(r.idle_cpu_s_per_min):>14} "
+              f"{fmt(r.cpu_live_s):>10} {fmt(r.cpu_live_per_million):>7} {fmt(r.cpu_start_s):>11} "
+              f"{fmt(r.cpu_copy_per_million):>10} {fmt(r.idle_cpu_s_per_min):>14} "
               f"{fmt(r.source_records):>14} {fmt(r.target_records):>11} {fmt(r.duplicates):>10} {fmt(r.missing):>8} "
               f"{failures:>15}")
     by_round: dict[int, dict[str, WideRun]] = {}
@@ -719,6 +728,7 @@ def print_table(runs: list[WideRun]) -> None:
                       f"lag max {ratio(r.lag_max_records, mm2.lag_max_records)}, "
                       f"p99 latency {fmt(r.latency_p99_ms, ' ms')} (MM2 {fmt(mm2.latency_p99_ms, ' ms')}), "
                       f"CPU per M records backlog {ratio(r.cpu_backlog_per_million, mm2.cpu_backlog_per_million)} "
+                      f"(after the start-up {ratio(r.cpu_copy_per_million, mm2.cpu_copy_per_million)}) "
                       f"live {ratio(r.cpu_live_per_million, mm2.cpu_live_per_million)}, "
                       f"idle CPU {ratio(r.idle_cpu_s_per_min, mm2.idle_cpu_s_per_min)}")
     for r in runs:
