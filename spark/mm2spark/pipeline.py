@@ -68,6 +68,11 @@ SOURCE_CONSUMER_REALTIME = {"fetch.max.wait.ms": "500"}
 #: mm2spec's Kafka source for mirroring (spark/java/mm2spec/spark/source, in the writer's jar).
 MIRROR_SOURCE = "mm2spec.spark.source.MirrorSource"
 
+#: The folder of a flow's checkpoint where a cluster's Real-time readers look for the driver's
+#: "end the running batch" (spark/java/mm2spec/spark/source/BatchSignals.java).
+REALTIME_SIGNALS = "realtime-signals"
+#: How long listing and fencing the transactions an earlier run left open may take (each call).
+FENCE_TIMEOUT_MS = 30_000
 #: At a stop, how long a query may take to stop (``spark.sql.streaming.stopTimeout``).
 QUERY_STOP_TIMEOUT_S = 15
 #: At a stop, how long the queued offset syncs may take to be sent (they are re-derived after a restart).
@@ -253,6 +258,8 @@ class FlowPipeline:
 
     def start(self) -> None:
         self.stopping = False
+        if self.flow.exactly_once:
+            self.fence_open_transactions()
         if self.realtime:
             self.start_realtime()
         else:
@@ -261,12 +268,35 @@ class FlowPipeline:
             self.group_thread = GroupOffsetThread(self.group_mirror)
             self.group_thread.start()
 
+    def fence_open_transactions(self) -> None:
+        """Exactly-once, before the query starts: the transactions an earlier run left open are
+        aborted at once (``Fencing`` in the writer's jar says which and why), not at their
+        transaction.timeout.ms, for which read_committed consumers on DR would read nothing past them.
+        A failure only leaves them to their timeout: the run goes on, with a warning."""
+        from py4j.protocol import Py4JError
+
+        fencing = self.spark.sparkContext._jvm.mm2spec.spark.Fencing
+        try:
+            fenced = fencing.fenceOpen(self.writer.settings, FENCE_TIMEOUT_MS)
+        except Py4JError as exc:
+            log.warning("flow=%s could not fence the transactions an earlier run left open (they end at their "
+                        "transaction.timeout.ms): %s", self.flow.name, str(exc).strip().splitlines()[-1][:300])
+            return
+        if fenced:
+            ids = fenced.split("\n")
+            log.info("flow=%s fenced %d transaction(s) an earlier run left open: %s", self.flow.name, len(ids),
+                     ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else ""))
+
     def start_realtime(self) -> None:
         """The flow's query in Spark's Real-time Mode: the target topics of every partition it mirrors
         exist first (admitted to the source), then each task writes its slice's records as they come."""
         from pyspark.sql.streaming import StreamingQuery
 
         jvm = self.spark.sparkContext._jvm
+        if not self.job.spark.master.startswith("local"):
+            # The executors run in other JVMs: the end and cut of a batch reach them as files in the
+            # flow's checkpoint location (BatchSignals), which a cluster's executors all reach.
+            jvm.mm2spec.spark.source.RealTime.signalDir(self.query_name, f"{self.checkpoint}/{REALTIME_SIGNALS}")
         jvm.mm2spec.spark.source.RealTime.forget(self.query_name)
         self.admitted = {}
         self.admit_topics()

@@ -137,6 +137,11 @@ class FlowWriter:
         for key, value in writer_settings(job_name, flow, realtime).items():
             self._settings.put(key, value)
 
+    @property
+    def settings(self):
+        """The writer's settings as the JVM holds them (``WriterSettings``); never printed: they hold secrets."""
+        return self._settings
+
     def realtime(self, spark, query_name: str):
         """The JVM ``RealTimeWriter`` for a Real-time query (``foreach``): its tasks write as the rows
         arrive and leave their result lines in an accumulator, :meth:`RealTimeResults.take` reads them."""

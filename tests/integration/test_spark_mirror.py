@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -371,7 +372,10 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
     """DefaultReplicationPolicy (primary.<topic>), transactional writer: after kill -9 and restart,
     a read_committed consumer sees every record exactly once, in order; MM2 translates offsets.
     In Real-time Mode (5 s batches, 2 slices of 3 partitions) the crash replays up to a batch that
-    the slices' transactions had partly committed: the replay must skip exactly that part."""
+    the slices' transactions had partly committed: the replay must skip exactly that part. It
+    restarts with one slice (tasksMax 2 -> 1) and a 10-minute transaction.timeout.ms, so the second
+    slice's open transaction ends only when the restart fences it (else DR's read_committed end
+    stays behind it for 10 minutes and "catching up" fails)."""
     uid = uuid.uuid4().hex[:8]
     topic, group = f"it-{uid}-pay", f"billing-{uid}"
     remote = f"primary.{topic}"
@@ -385,10 +389,19 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
         del config["spark"]["max.offsets.per.trigger"]
         config["spark"].update({"mode": "realtime", "realtime.batch.duration": "5 seconds"})
         config["flows"][0]["tasks.max"] = "2"
+        config["flows"][0]["producer.override.transaction.timeout.ms"] = "600000"
     state = tmp_path / "state"
-    # Real-time: the writer outlasts two 5 s batches, so a batch is crashed mid-way with records coming
-    writer = threading.Thread(target=produce, args=(primary, topic, 15000 if mode == "microbatch" else 24000, 3),
-                              kwargs={"start": 3000, "rate": 2000})
+    stop_writing = threading.Event()
+
+    def keep_writing() -> None:
+        """2,000 records/s in chunks until the restart (at most 100,000): the load outlasts the crash,
+        however slowly the job starts on a busy machine (Real-time: a batch is crashed mid-way)."""
+        start = 3000
+        while not stop_writing.is_set() and start < 103_000:
+            produce(primary, topic, 1000, 3, start=start, rate=2000)
+            start += 1000
+
+    writer = threading.Thread(target=keep_writing)
     deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
     try:
         writer.start()
@@ -405,7 +418,13 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
             wait_for(mid_batch_with_records, 60, "a Real-time batch 2-4 s old with records to write", deployment,
                      interval=0.1)
         crash_driver(deployment)
+        if mode == "realtime":
+            config["flows"][0]["tasks.max"] = "1"
         deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
+        if mode == "realtime":
+            log = (state / "driver.log").read_text()
+            assert re.search(r"fenced \d+ transaction\(s\) an earlier run left open: .*rt-1", log), log[-3000:]
+        stop_writing.set()
         writer.join()
         expected = sum(end_offsets(primary, topic).values())
         wait_for(lambda: count_records(dr, remote, "read_committed") >= expected, 300, "catching up", deployment)
@@ -440,26 +459,72 @@ def test_exactly_once_survives_driver_crash(kafka_pair, spark_ready, mm2_check, 
                      "the replayed batch to report the records it skipped (none: the crash replayed nothing, "
                      "the test proves nothing)", deployment)
     finally:
+        stop_writing.set()
         mirror.stop(deployment)
 
 
-def test_runs_on_a_standalone_cluster(kafka_pair, spark_ready, tmp_path):
-    """spark:// master and worker from the pip distribution, driver in client mode."""
+def test_runs_on_a_two_worker_standalone_cluster(kafka_pair, spark_ready, tmp_path):
+    """spark:// master and two workers from the pip distribution, driver in client mode, one
+    executor core on each worker. Micro-batch mode mirrors a backlog exactly. Then Real-time Mode
+    (tasksMax 2: a slice on each worker, 120 s batches): the driver's "end the batch" reaches the
+    executors (BatchSignals, files in the checkpoint location), so a topic created mid-batch is
+    read within seconds, not at the batch's deadline, and a graceful stop under load ends the batch
+    first: the restart writes nothing twice (at-least-once, so a replay would show as repeats)."""
     uid = uuid.uuid4().hex[:8]
-    topic = f"it-{uid}-standalone"
+    topic, orders, later = f"it-{uid}-standalone", f"rtc-{uid}-orders", f"rtc-{uid}-later"
     primary, dr = kafka_pair.primary.bootstrap, kafka_pair.dr.bootstrap
     create_topic(primary, topic, 2)
     produce(primary, topic, 2000, 2)
-    cluster = start_standalone_cluster(tmp_path / "standalone", cores=2, memory="1g")
+    cluster = start_standalone_cluster(tmp_path / "standalone", workers=2, cores=1, memory="1g")
     try:
         config = job_config(kafka_pair, f"sa-{uid}", f"it-{uid}-.*", "none", tmp_path / "checkpoints",
                             exactly_once=False, master=cluster.master_url)
+        config["spark"].update({"executor.instances": 2, "executor.cores": 1})
         deployment = mirror.start(config, state_dir=tmp_path / "state", wait_running=START_TIMEOUT)
         try:
             wait_for(lambda: end_offsets(dr, topic) == end_offsets(primary, topic), 240, "mirroring", deployment)
             source, target = read_all(primary, topic), read_all(dr, topic)
             assert all(digest(source[p]) == digest(target[p]) for p in range(2))
-            assert any(run.tasks for run in cluster.executors())  # the tasks ran on the worker's executor
+            assert any(run.tasks for run in cluster.executors())  # the tasks ran on the workers' executors
+        finally:
+            mirror.stop(deployment)
+
+        create_topic(primary, orders, 4)
+        produce(primary, orders, 2000, 4)
+        config = job_config(kafka_pair, f"rtc-{uid}", f"rtc-{uid}-.*", "none", tmp_path / "rt-checkpoints",
+                            exactly_once=False, master=cluster.master_url)
+        del config["spark"]["max.offsets.per.trigger"]
+        config["spark"].update({"mode": "realtime", "realtime.batch.duration": "120 seconds",
+                                "executor.instances": 2, "executor.cores": 1})
+        config["flows"][0]["tasks.max"] = "2"
+        state = tmp_path / "rt-state"
+        deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
+        try:
+            wait_for(lambda: end_offsets(dr, orders) == end_offsets(primary, orders), 240, "the first records", deployment)
+            create_topic(primary, later, 2)
+            produce(primary, later, 200, 2)
+            created = time.monotonic()
+            # Within the first 120 s batch: without the cut reaching the executors, the new topic
+            # would wait for the batch's deadline.
+            wait_for(lambda: end_offsets(dr, later) == end_offsets(primary, later), 60, "the new topic within the batch",
+                     deployment)
+            assert time.monotonic() - created < 60
+            # Each slice holds its executor's one core for the whole batch: one on each worker.
+            apps = {run.app for run in cluster.executors()}
+            assert len(apps) == 2 and {run.worker for run in cluster.executors() if run.app == max(apps)} == {1, 2}
+
+            writer = threading.Thread(target=produce, args=(primary, orders, 6000, 4), kwargs={"start": 2000, "rate": 1500})
+            writer.start()
+            wait_for(lambda: sum(end_offsets(dr, orders).values()) >= 3500, 60, "mirroring under load", deployment)
+            mirror.stop(deployment)
+            assert "did not end within" not in deployment.log_file.read_text()
+            deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
+            writer.join()
+            wait_for(lambda: sum(end_offsets(dr, orders).values()) >= sum(end_offsets(primary, orders).values()), 180,
+                     "catching up after the stop", deployment)
+            source, target = read_all(primary, orders), read_all(dr, orders)
+            for p in range(4):
+                assert digest(target[p]) == digest(source[p]), f"partition {p}: lost, repeated or reordered after a stop"
         finally:
             mirror.stop(deployment)
     finally:

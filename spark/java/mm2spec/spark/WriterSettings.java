@@ -33,13 +33,17 @@ final class WriterSettings implements Serializable {
         return values.getOrDefault("target.prefix", "");
     }
 
+    String transactionalIdPrefix() {
+        return require("transactional.id.prefix");
+    }
+
     String transactionalId(String topic, int partition) {
-        return require("transactional.id.prefix") + topic + "." + partition;
+        return transactionalIdPrefix() + topic + "." + partition;
     }
 
     /** Real-time Mode's exactly-once writer: one transactional id per slice of the source. */
     String sliceTransactionalId(long slice) {
-        return require("transactional.id.prefix") + "rt-" + slice;
+        return transactionalIdPrefix() + "rt-" + slice;
     }
 
     String progressGroup() {

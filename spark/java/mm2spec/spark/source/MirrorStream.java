@@ -329,7 +329,7 @@ final class MirrorStream implements MicroBatchStream, SupportsAdmissionControl, 
             if (!slices.get(slot).isEmpty()) {
                 String location = executors.isEmpty() ? null : executors.get(slot % executors.size());
                 planned.add(new SliceInput(streamId, slot, slices.get(slot), options.kafka, options.pollTimeoutMs, location,
-                                           true, options.realTimeKey));
+                                           true, options.realTimeKey, RealTime.signalDirOf(options.realTimeKey)));
             }
         }
         return planned.toArray(new InputPartition[0]);

@@ -21,9 +21,9 @@ import org.slf4j.LoggerFactory;
  * <li>that the running batch should end now ({@link #endBatches}): the readers return at once, so the
  *     batch commits its offsets before a stop instead of being replayed after it; the driver stops
  *     the query once the next batch is planned ({@link #drained}), which reads nothing; the flag stays
- *     until the next start ({@link #forget}). The flag is read by
- *     the readers in this JVM, so it reaches them in local mode; on a cluster the batch is stopped
- *     mid-way and replayed from its start (at-least-once: duplicates, no loss).</li>
+ *     until the next start ({@link #forget}). The flag is read by the readers in this JVM in local
+ *     mode; on a cluster the driver also writes it as a file in the flow's checkpoint location
+ *     ({@link #signalDir}, {@link BatchSignals}), which the executors' readers look at.</li>
  * <li>that the running batch should end early once ({@link #cut}): partitions were just admitted, and
  *     the next batch reads them instead of waiting for this one's deadline.</li>
  * </ul>
@@ -34,6 +34,8 @@ public final class RealTime {
     private static final Map<String, Map<String, Integer>> ADMITTED = new ConcurrentHashMap<>();
     private static final Map<String, Boolean> ENDING = new ConcurrentHashMap<>();
     private static final Map<String, Boolean> CUT = new ConcurrentHashMap<>();
+    /** The key's signal folder on a cluster ({@link BatchSignals}); absent in local mode. */
+    private static final Map<String, String> SIGNAL_DIRS = new ConcurrentHashMap<>();
     /** Batches planned since the key's batches were told to end. */
     private static final Map<String, Integer> PLANNED_WHILE_ENDING = new ConcurrentHashMap<>();
 
@@ -78,6 +80,25 @@ public final class RealTime {
         return ADMITTED.containsKey(key);
     }
 
+    /** On a cluster: the folder (in the flow's checkpoint location, which every executor reaches)
+     *  where the key's end and cut signals are also written for readers in other JVMs. Set before
+     *  {@link #forget}, which clears what an earlier run left there. */
+    public static void signalDir(String key, String dir) {
+        SIGNAL_DIRS.put(key, dir);
+    }
+
+    /** The key's signal folder, or null (local mode: the readers see the flags). */
+    static String signalDirOf(String key) {
+        return key == null ? null : SIGNAL_DIRS.get(key);
+    }
+
+    private static void signal(String key, String name, boolean on) {
+        String dir = signalDirOf(key);
+        if (dir != null) {
+            BatchSignals.set(dir, name, on);
+        }
+    }
+
     /** Ends the running Real-time batches of the key (and every batch after, until cleared). */
     public static void endBatches(String key, boolean ending) {
         PLANNED_WHILE_ENDING.remove(key);
@@ -86,6 +107,7 @@ public final class RealTime {
         } else {
             ENDING.remove(key);
         }
+        signal(key, BatchSignals.END, ending);
     }
 
     /** The source plans a batch of the key ({@code latestOffset}); counted while the key's batches end. */
@@ -106,11 +128,12 @@ public final class RealTime {
     /** Ends the running batch of the key early, once: the next batch's planning clears it ({@link #uncut}). */
     public static void cut(String key) {
         CUT.put(key, Boolean.TRUE);
+        signal(key, BatchSignals.CUT, true);
     }
 
     static void uncut(String key) {
-        if (key != null) {
-            CUT.remove(key);
+        if (key != null && CUT.remove(key) != null) {
+            signal(key, BatchSignals.CUT, false);
         }
     }
 
@@ -118,7 +141,7 @@ public final class RealTime {
         return key != null && (ENDING.containsKey(key) || CUT.containsKey(key));
     }
 
-    /** Forgets the key, before its query starts. Not when it stops: the stopped query's tasks end
+    /** Forgets the key, before its query starts (and the signals an earlier run left in its folder). Not when it stops: the stopped query's tasks end
      *  asynchronously, and a reader that saw the key no longer ending would hand out the records it
      *  holds to a writer about to be killed (written now, and again at the next start). */
     public static void forget(String key) {
@@ -126,5 +149,7 @@ public final class RealTime {
         ENDING.remove(key);
         CUT.remove(key);
         PLANNED_WHILE_ENDING.remove(key);
+        signal(key, BatchSignals.END, false);
+        signal(key, BatchSignals.CUT, false);
     }
 }

@@ -37,6 +37,8 @@ final class RealTimeSliceReader implements SupportsRealTimeRead<InternalRow> {
     private static final long POLL_MS = 100;
 
     private final SliceInput input;
+    /** The driver's end and cut signals where this JVM is not the driver's (a cluster). */
+    private final BatchSignals.Watch signals;
     private final SliceConsumers.Slot slot;
     private final KafkaConsumer<byte[], byte[]> consumer;
     private final Map<TopicPartition, UTF8String> topicNames = new HashMap<>();
@@ -51,6 +53,7 @@ final class RealTimeSliceReader implements SupportsRealTimeRead<InternalRow> {
 
     RealTimeSliceReader(SliceInput input) {
         this.input = input;
+        this.signals = new BatchSignals.Watch(input.signalDir);
         this.slot = SliceConsumers.acquire(input);
         this.consumer = slot.consumer;
         try {
@@ -99,7 +102,7 @@ final class RealTimeSliceReader implements SupportsRealTimeRead<InternalRow> {
             // hand out nothing, not even the records the last batch left buffered -- the stop kills it
             // uncommitted, so whatever it wrote would be written again at the next start.
             while (true) {
-                if (RealTime.ending(input.realTimeKey)) {
+                if (RealTime.ending(input.realTimeKey) || signals.raised()) {
                     return RecordStatus.newStatusWithoutArrivalTime(false);
                 }
                 if (!buffered.isEmpty()) {

@@ -37,14 +37,16 @@ final class SliceInput implements InputPartition {
      *  its batch ends; {@code realTimeKey} names the flow for {@link RealTime}. */
     final boolean realTime;
     final String realTimeKey;
+    /** Real-time Mode on a cluster: the flow's signal folder ({@link BatchSignals}); null in local mode. */
+    final String signalDir;
     private final String location;
 
     SliceInput(String streamId, int slot, List<Range> ranges, Map<String, String> kafka, long pollTimeoutMs, String location) {
-        this(streamId, slot, ranges, kafka, pollTimeoutMs, location, false, null);
+        this(streamId, slot, ranges, kafka, pollTimeoutMs, location, false, null, null);
     }
 
     SliceInput(String streamId, int slot, List<Range> ranges, Map<String, String> kafka, long pollTimeoutMs, String location,
-               boolean realTime, String realTimeKey) {
+               boolean realTime, String realTimeKey, String signalDir) {
         this.streamId = streamId;
         this.slot = slot;
         this.ranges = List.copyOf(ranges);
@@ -53,6 +55,7 @@ final class SliceInput implements InputPartition {
         this.location = location;
         this.realTime = realTime;
         this.realTimeKey = realTimeKey;
+        this.signalDir = signalDir;
     }
 
     /** The key of the slice's consumer in its executor's {@link SliceConsumers}. */
