@@ -65,6 +65,9 @@ class StandaloneCluster:
     worker_logs: list = field(default_factory=list)
     worker_dirs: list = field(default_factory=list)
     """Each worker's ``--work-dir``: ``<app id>/<executor id>/stderr`` per executor it ran."""
+    worker_launches: list = field(default_factory=list)
+    """Per worker, what started it: (spark-class, its arguments, its environment), so that
+    ``restart_worker`` starts it again with the same work dir and web UI port."""
 
     def process_groups(self) -> list[int]:
         """The process groups of the master, the workers and their executors (CPU accounting)."""
@@ -83,6 +86,51 @@ class StandaloneCluster:
                 tasks = stderr.read_text(errors="replace").count(TASK_FINISHED)
                 runs.append(ExecutorRun(number, stderr.parent.parent.name, stderr.parent.name, tasks))
         return runs
+
+    def worker(self, number: int) -> subprocess.Popen:
+        """Worker ``number`` (1-based, in start order)."""
+        if not 1 <= number <= len(self.worker_dirs):
+            raise ValueError(f"no worker {number}: the cluster has {len(self.worker_dirs)}")
+        return self.processes[number]
+
+    def executor_pids(self, number: int | None = None) -> list[int]:
+        """The executor JVMs running now (on worker ``number``, or on any): the processes of a
+        worker's process group other than the worker's own JVM."""
+        numbers = [number] if number else range(1, len(self.worker_dirs) + 1)
+        groups = {self.worker(n).pid for n in numbers}
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in groups:
+                continue
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            # fields: state, ppid, pgrp; a zombie is already dead
+            if fields[0] != "Z" and int(fields[2]) in groups and b"CoarseGrainedExecutorBackend" in command:
+                found.append(int(entry))
+        return sorted(found)
+
+    def kill_worker(self, number: int) -> None:
+        """SIGKILL to worker ``number``'s process group: its JVM and the executors it launched."""
+        process = self.worker(number)
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+
+    def restart_worker(self, number: int, timeout: float = 120.0) -> None:
+        """Start worker ``number`` again (after ``kill_worker``) with the same work dir and web UI
+        port; returns once the master accepted it."""
+        process = self.worker(number)
+        if process.poll() is None:
+            raise MirrorError(f"worker {number} (pid {process.pid}) is still running")
+        spark_class, args, env = self.worker_launches[number - 1]
+        log = self.worker_logs[number - 1]
+        # The log is appended to: count the registrations before, so the old one does not count.
+        before = _registrations(log)
+        self.processes[number] = _launch(spark_class, args, log, env)
+        wait_until(lambda: _registrations(log) > before, timeout,
+                   lambda: MirrorError(f"worker {number} did not register again within {timeout:.0f}s; see {log}"))
 
     def stop(self) -> None:
         """SIGTERM to every process group (workers first), SIGKILL to what is left after the grace:
@@ -113,8 +161,12 @@ def _launch(spark_class: Path, args: list[str], log: Path, env: dict) -> subproc
                                 env=env, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
+def _registrations(log: Path) -> int:
+    return log.read_text(errors="replace").count(REGISTERED) if log.is_file() else 0
+
+
 def _registered(log: Path) -> bool:
-    return log.is_file() and REGISTERED in log.read_text(errors="replace")
+    return _registrations(log) > 0
 
 
 def start_standalone_cluster(workdir: str | Path | None = None, *, workers: int = 1, cores: int = 2,
@@ -157,7 +209,7 @@ def _start_worker(cluster: StandaloneCluster, spark_class: Path, number: int, ui
     log, work = cluster.workdir / f"worker-{number}.log", cluster.workdir / f"worker-{number}"
     cluster.worker_logs.append(log)
     cluster.worker_dirs.append(work)
-    cluster.processes.append(_launch(
-        spark_class, ["org.apache.spark.deploy.worker.Worker", cluster.master_url, "--host", HOST,
-                      "--cores", str(cores), "--memory", memory, "--webui-port", str(ui), "--work-dir", str(work)],
-        log, env))
+    args = ["org.apache.spark.deploy.worker.Worker", cluster.master_url, "--host", HOST,
+            "--cores", str(cores), "--memory", memory, "--webui-port", str(ui), "--work-dir", str(work)]
+    cluster.worker_launches.append((spark_class, args, env))
+    cluster.processes.append(_launch(spark_class, args, log, env))

@@ -1,5 +1,6 @@
 """Fault drills: the Spark mirror on a :class:`~tests.kit.toxiproxy.ProxiedPair` under a live
-producer, while its driver is killed, a broker restarts or a network link is cut; afterwards
+producer, while its driver is killed, a broker restarts or a network link is cut, or, on a Spark
+standalone cluster (:mod:`mm2spec.dev.spark`), an executor or a whole worker is killed; afterwards
 every record the source acknowledged is accounted for on the target (:mod:`tests.kit.ledger`).
 
 The job is driven only through its public interface (a job config as ``render`` writes it and
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from tests.kit.ledger import Ledger, SequencedProducer, ledger_job
 from tests.kit.toxiproxy import ProxiedPair
+from mm2spec.dev.spark import StandaloneCluster
 from mm2spec.errors import DevError
 from mm2spec.runtime import deployment as mirror
 from mm2spec.runtime.process import POLL_SECONDS
@@ -36,6 +38,11 @@ BROKER_READY_TIMEOUT_S = 300.0
 PARTITIONS = 4
 VALUE_SIZE = 200
 FLOW = "primary-to-dr"
+#: Real-time Mode batches in the drills: shorter than the default (60 s), so that an exactly-once
+#: run's transactions, which last a batch, end often enough for short drills.
+REALTIME_BATCH = "20 seconds"
+#: A worker's JVM start and registration with the master again, on a busy machine.
+WORKER_START_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -77,15 +84,33 @@ class FaultRun:
     """One ledger topic mirrored from ``pair``'s primary to dr through the proxies, under a
     producer writing ``rate`` records/s directly to primary; a ledger reads dr directly."""
 
-    def __init__(self, pair: ProxiedPair, work: Path, name: str, *, exactly_once: bool, rate: float):
+    def __init__(self, pair: ProxiedPair, work: Path, name: str, *, exactly_once: bool, rate: float,
+                 cluster: StandaloneCluster | None = None, mode: str = "microbatch"):
+        """``cluster``: run the job on that standalone cluster (driver here, one 1-core executor on
+        each worker) instead of ``local[2]``; ``mode``: ``microbatch`` or ``realtime``."""
         self.pair, self.work, self.name = pair, Path(work), name
         self.topic = f"{name}-{os.urandom(3).hex()}"
         self.exactly_once = exactly_once
         self.rate = rate
+        self.cluster, self.mode = cluster, mode
         state = pair.state
         self.source, self.target = state.client_config("primary"), state.client_config("dr")
         self.job = ledger_job(name, pair.specs["primary"].proxied_bootstrap, pair.specs["dr"].proxied_bootstrap,
-                              self.topic, str(self.work / name / "checkpoints"), exactly_once=exactly_once)
+                              self.topic, str(self.work / name / "checkpoints"), exactly_once=exactly_once,
+                              master=cluster.master_url if cluster else "local[2]")
+        spark = self.job["spark"]
+        slots = 2
+        if cluster is not None:
+            slots = len(cluster.worker_dirs)
+            spark.update({"executor.instances": slots, "executor.cores": 1})
+        if mode == "realtime":
+            # Real-time Mode reads without a per-trigger cap, and each task holds a core for the
+            # whole batch: no more tasks than the executors' cores.
+            del spark["max.offsets.per.trigger"]
+            spark.update({"mode": "realtime", "realtime.batch.duration": REALTIME_BATCH})
+            self.job["flows"][0]["tasks.max"] = str(slots)
+        elif mode != "microbatch":
+            raise ValueError(f"mode is microbatch or realtime, not {mode!r}")
         self.producer = SequencedProducer(self.source, self.topic, PARTITIONS, rate=rate, value_size=VALUE_SIZE)
         isolation = "read_committed" if exactly_once else "read_uncommitted"
         self.ledger = Ledger(self.target, self.topic, PARTITIONS, isolation=isolation, value_size=VALUE_SIZE)
@@ -224,4 +249,33 @@ def cut_link(drill: FaultRun, cluster: str, seconds: float) -> float:
         time.sleep(seconds)  # the length of the outage itself
     finally:
         drill.pair.heal(cluster)
+    return drill.recovery()
+
+
+# ------------------------------------------------------------------- faults on a Spark cluster
+# These need a drill run with ``cluster=``; the driver's kill (``kill_driver``) works there too.
+
+
+def kill_executor(drill: FaultRun, rng: random.Random, *, max_delay_s: float = 8.0) -> float:
+    """Let the mirror deliver, wait a random 0..``max_delay_s`` s, kill -9 one executor JVM (of
+    either worker). Nothing else is done: the worker reports it gone, the master starts another
+    and the job must carry on by itself (a task retried or its query restarted)."""
+    drill.progress()
+    time.sleep(rng.uniform(0, max_delay_s))  # the random point of the kill, not a wait for a state
+    executors = drill.cluster.executor_pids()
+    if not executors:
+        raise DevError(f"no executor is running on the cluster {drill.cluster.master_url}")
+    os.kill(rng.choice(executors), signal.SIGKILL)
+    return drill.recovery()
+
+
+def kill_worker(drill: FaultRun, rng: random.Random, *, down_s: float = 10.0, max_delay_s: float = 8.0) -> float:
+    """kill -9 of a whole worker (its JVM and its executors), started again ``down_s`` later with
+    the same work dir and ports; recovery counts from its registration with the master."""
+    drill.progress()
+    time.sleep(rng.uniform(0, max_delay_s))  # the random point of the kill, not a wait for a state
+    number = rng.randint(1, len(drill.cluster.worker_dirs))
+    drill.cluster.kill_worker(number)
+    time.sleep(down_s)  # the outage itself
+    drill.cluster.restart_worker(number, WORKER_START_TIMEOUT_S)
     return drill.recovery()
