@@ -16,6 +16,12 @@ them:
 - ``configure`` keeps the stack's secret config given to the provider host
   (``connection.current_secret``), so ``delete`` can use a password rotated since;
 - ``leave_adopted``: ``delete`` leaves what existed before the stack took it over;
+- ``apply_create`` / ``apply_update``: what the plugin calls. A create or update that fails after
+  it started something live (a running Spark job, a registered connector) returns a
+  ``FailedAfterStart`` instead of raising: the plugin records it as a partial create (Pulumi's
+  ``ErrorResourceInitFailed``), so ``destroy`` stops or deletes it and the next ``up`` updates it.
+  A dynamic provider cannot record a failed create (the SDK's dynamic provider host passes no
+  partial state), so its ``create`` / ``update`` undo what was started first (``undone``);
 - ``read`` (``pulumi refresh``): the recorded outputs with what the resource's ``read_live``
   found on the cluster, in the shape ``diff`` compares, so the preview after a refresh shows the
   change back to the spec (the diff ``mm2spec plan`` makes). Each kind's live read is a plain
@@ -37,10 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import pulumi
-from pulumi.dynamic import (CheckFailure, CheckResult, ConfigureRequest, DiffResult, ReadResult, Resource,
-                            ResourceProvider)
+from pulumi.dynamic import (CheckFailure, CheckResult, ConfigureRequest, CreateResult, DiffResult, ReadResult,
+                            Resource, ResourceProvider, UpdateResult)
 
 from mm2spec.engines import DeploymentResource
+from mm2spec.errors import ProvisionFailed
 from mm2spec.provision import connection
 from mm2spec.spec.model import DesiredState
 
@@ -66,6 +73,36 @@ def fewer_collections() -> None:
 ADOPTED = "adopted"
 #: Where Pulumi puts the pickled provider among the inputs; not an input of ours, never compared.
 _PROVIDER_KEY = "__provider"
+
+
+@dataclass(frozen=True)
+class FailedAfterStart:
+    """A create or update that failed after it had started something live (a Spark job, a connector
+    registered on Connect): what the stack records of it, or how to undo it where nothing can be recorded."""
+
+    id: str
+    """The resource's ID, as a successful create would have recorded it."""
+    outputs: dict[str, Any]
+    """The outputs to record: what ``destroy`` and the next ``up`` need to find what was started."""
+    reason: str
+    """Why it failed, as the error shows it."""
+    kept: str
+    """What the error adds when it is recorded (what was left, and what stops it)."""
+    undo: Callable[[], str]
+    """Stops or deletes what was started; what the error adds then ("" when there was nothing to undo)."""
+
+    @property
+    def recorded_message(self) -> str:
+        return f"{self.reason} ({self.kept})"
+
+
+def undone(result):
+    """``result`` of an ``apply_create`` / ``apply_update``, for a dynamic provider: a
+    ``FailedAfterStart`` is undone, then raised as ProvisionFailed saying what was undone."""
+    if not isinstance(result, FailedAfterStart):
+        return result
+    words = result.undo()
+    raise ProvisionFailed(f"{result.reason} ({words})" if words else result.reason)
 
 
 class Provider(ResourceProvider):
@@ -119,6 +156,17 @@ class Provider(ResourceProvider):
         skipped = set(self.secret_keys) | {_PROVIDER_KEY}
         return [k for k in (self.input_keys if keys is None else keys)
                 if k not in skipped and olds.get(k) != news.get(k)]
+
+    # ------------------------------------------------------------------------ create / update
+    def apply_create(self, props: dict[str, Any]) -> CreateResult | FailedAfterStart:
+        """The plugin's create: ``create``, unless the kind can fail after starting something
+        (then a ``FailedAfterStart`` comes back, to be recorded, and its ``create`` is
+        ``undone(self.apply_create(props))``)."""
+        return self.create(props)
+
+    def apply_update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult | FailedAfterStart:
+        """The plugin's update, as ``apply_create`` is its create."""
+        return self.update(id_, olds, news)
 
     # --------------------------------------------------------------------------------- outputs
     def outputs(self, props: Mapping[str, Any], **learned: Any) -> dict[str, Any]:

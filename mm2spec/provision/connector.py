@@ -15,9 +15,12 @@ connector and every task are RUNNING (held for ``HEALTH_SETTLE_S``, so the tasks
 an update replaces do not count), a task or the connector is FAILED (the resource fails with the
 first line of its trace) or ``readyTimeoutSeconds`` pass (it fails naming the connector's and its
 tasks' states). A connector STOPPED or PAUSED (a failover stops the forward mirror) is left as it
-is. A create that fails so removes the connector it registered (one that was there before stays),
-since Pulumi records nothing of a failed create; a failed update keeps the new config and the
-next ``up`` tries again. ``preview`` calls neither: it waits for nothing and writes nothing.
+is. A connector that fails so stays registered and, through the plugin, recorded: a partial
+create or update (``FailedAfterStart``), so ``destroy`` deletes it (one registered before the stack
+is recorded as adopted and left) and the next ``up`` updates it. As a dynamic resource (Pulumi
+records nothing of a dynamic provider's failed create) a failed create removes the connector it
+registered instead, and a failed update keeps the new config for the next ``up`` to try again.
+``preview`` calls neither: it waits for nothing and writes nothing.
 
 ``pulumi refresh`` reads the registered config back (``read_connector``, one GET): a config edited
 behind the stack shows, and the next preview puts the spec's back; a connector deleted reads back
@@ -37,7 +40,8 @@ from mm2spec.live.connect import ConnectClient
 from mm2spec.mm2.defaults import CONNECT_READY_TIMEOUT_SECONDS_DEFAULT
 from mm2spec.plan.diff import diff_connector
 from mm2spec.spec.model import DesiredState
-from mm2spec.provision.base import ADOPTED, ProgramSettings, ProvisionedResource, Provider, ResourceKind
+from mm2spec.provision.base import (ADOPTED, FailedAfterStart, ProgramSettings, ProvisionedResource, Provider,
+                                    ResourceKind, undone)
 
 #: Between two looks at a connector's status: a worker starts a connector's tasks within seconds.
 HEALTH_POLL_S = 1.0
@@ -149,26 +153,43 @@ class ConnectorProvider(Provider):
         return read_connector(ConnectClient(props["connectUrl"]), props)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        return undone(self.apply_create(props))
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return undone(self.apply_update(_id, olds, news))
+
+    def apply_create(self, props: dict[str, Any]) -> CreateResult | FailedAfterStart:
         client = ConnectClient(props["connectUrl"])
         existing = client.connector_config(props["name"])
         client.put_connector_config(props["name"], dict(props["config"]))
+        id_, outs = _recorded_id(props, props["name"]), self.outputs(props, adopted=existing is not None)
         try:
             self._wait(client, props)
         except ProvisionFailed as exc:
             if existing is not None:
-                raise
-            # Pulumi records nothing of a failed create: left registered, the next up would find it
-            # and take it for one that was there before the stack (adopted, left by destroy).
-            client.delete_connector(props["name"])
-            raise ProvisionFailed(f"{exc} (the connector was removed again; pulumi up registers it anew)") from None
-        return CreateResult(f"{props['connectUrl'].rstrip('/')}/connectors/{props['name']}",
-                            self.outputs(props, adopted=existing is not None))
+                return FailedAfterStart(id_, outs, str(exc), "registered before this stack: recorded as adopted, "
+                                        "`pulumi destroy` leaves it", undo=lambda: "")
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+            def remove() -> str:
+                # Left registered unrecorded, the next up would take it for one that was there before
+                # the stack (adopted, left by destroy).
+                client.delete_connector(props["name"])
+                return "the connector was removed again; pulumi up registers it anew"
+
+            return FailedAfterStart(id_, outs, str(exc), "it stays registered, recorded in the stack: "
+                                    "`pulumi destroy` removes it", undo=remove)
+        return CreateResult(id_, outs)
+
+    def apply_update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult | FailedAfterStart:
         client = ConnectClient(news["connectUrl"])
         client.put_connector_config(news["name"], dict(news["config"]))
-        self._wait(client, news)
-        return UpdateResult(self.outputs(news, adopted=bool(olds.get(ADOPTED))))
+        outs = self.outputs(news, adopted=bool(olds.get(ADOPTED)))
+        try:
+            self._wait(client, news)
+        except ProvisionFailed as exc:
+            # Unrecorded, the old config stays in the state: the next up puts the new one again.
+            return FailedAfterStart(_id, outs, str(exc), "its new config stays registered and recorded", undo=lambda: "")
+        return UpdateResult(outs)
 
     @staticmethod
     def _wait(client: ConnectClient, props: Mapping[str, Any]) -> None:

@@ -16,6 +16,13 @@ preview and a refresh call them for every resource), blocking calls to worker th
 sends many requests at once), and mm2spec's errors to the message Pulumi shows, without a Python
 traceback.
 
+A create or update that fails after it started something (a Spark job, a connector: the
+provider's ``apply_create`` / ``apply_update`` return a ``FailedAfterStart``) is answered as
+Pulumi's partial create: the gRPC error carries an ``ErrorResourceInitFailed`` with the resource's
+ID and outputs, so the engine records the resource (with its error) although ``up`` fails:
+``destroy`` then stops the job or deletes the connector, and the next ``up`` updates it (the engine
+updates a resource recorded with an error even when its inputs are unchanged).
+
 ``read`` with no recorded properties is an import (``pulumi import``): the ID is looked up among
 the resources the stack's spec means (``mm2spec:spec`` and ``mm2spec:environment``, the stack config
 the engine gives the plugin's ``configure``, as the program reads them), read live, and recorded as
@@ -35,16 +42,27 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
-import grpc
-from pulumi.provider.experimental import provider as sdk
-from pulumi.provider.experimental import server as sdk_server
-from pulumi.provider.experimental.property_value import Computed, PropertyValue
-from google.protobuf import struct_pb2
-from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+from mm2spec.components import module_missing
+
+try:
+    import grpc
+    from google.protobuf import any_pb2
+    from pulumi.provider.experimental import provider as sdk
+    from pulumi.provider.experimental import server as sdk_server
+    from pulumi.provider.experimental.property_value import Computed, PropertyValue
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc, status_pb2  # google.rpc.Status, as Pulumi ships it
+except ModuleNotFoundError as exc:
+    # Installed without the pulumi extra (the SDK brings grpc and protobuf): the engine shows the
+    # plugin's stderr, so one line naming the extra, exit 1, instead of an import traceback.
+    if (exc.name or "").partition(".")[0] not in ("pulumi", "grpc", "google"):
+        raise
+    raise SystemExit(f"pulumi-resource-mm2spec: {module_missing('pulumi')}") from None
 
 import mm2spec
 from mm2spec.errors import Mm2specError, ProvisionFailed
 from mm2spec.provision import connection
+from mm2spec.provision.base import FailedAfterStart
 from mm2spec.provision.plugin_package import TOKENS, find_importable, import_read, importables, schema_text
 
 #: What a value unknown during a preview reads as in plain values (Pulumi's dynamic providers use the same).
@@ -204,13 +222,17 @@ class Mm2specProvider(sdk.Provider):
 
     async def create(self, request: sdk.CreateRequest) -> sdk.CreateResponse:
         provider = self._provider(request.type)
-        result = await asyncio.to_thread(provider.create, plain_map(request.properties))
+        result = await asyncio.to_thread(provider.apply_create, plain_map(request.properties))
+        if isinstance(result, FailedAfterStart):
+            raise _InitFailed(result, provider.secret_keys)
         return sdk.CreateResponse(result.id, property_map(result.outs or {}, provider.secret_keys))
 
     async def update(self, request: sdk.UpdateRequest) -> sdk.UpdateResponse:
         provider = self._provider(request.type)
-        result = await asyncio.to_thread(provider.update, request.resource_id, plain_map(request.olds),
+        result = await asyncio.to_thread(provider.apply_update, request.resource_id, plain_map(request.olds),
                                          plain_map(request.news))
+        if isinstance(result, FailedAfterStart):
+            raise _InitFailed(result, provider.secret_keys)
         return sdk.UpdateResponse(property_map(result.outs or {}, provider.secret_keys))
 
     async def delete(self, request: sdk.DeleteRequest) -> None:
@@ -323,12 +345,34 @@ class _Servicer(sdk_server.ProviderServicer):
                                          inputs=request.inputs)
 
 
+class _InitFailed(Exception):
+    """Carries a ``FailedAfterStart`` from the provider's create or update to the servicer, which
+    answers with it (not an mm2spec error: it never leaves this module)."""
+
+    def __init__(self, failed: FailedAfterStart, secret_keys: tuple[str, ...]):
+        super().__init__(failed.recorded_message)
+        self.failed, self.secret_keys = failed, secret_keys
+
+
+def init_failed_trailer(message: str, failed: FailedAfterStart, secret_keys: tuple[str, ...] = ()) -> tuple:
+    """The gRPC trailing metadata of a partial create or update: a ``google.rpc.Status`` whose
+    detail is Pulumi's ``ErrorResourceInitFailed`` (the ID and outputs the engine records)."""
+    detail = any_pb2.Any()
+    detail.Pack(provider_pb2.ErrorResourceInitFailed(id=failed.id, properties=wire_map(failed.outputs, secret_keys),
+                                                     reasons=[message]))
+    status = status_pb2.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message, details=[detail])
+    return (("grpc-status-details-bin", status.SerializeToString()),)
+
+
 def _shown(method_name: str):
     method = getattr(_Servicer, method_name)
 
     async def call(self, request, context):
         try:
             return await method(self, request, context)
+        except _InitFailed as exc:
+            await context.abort(grpc.StatusCode.UNKNOWN, str(exc),
+                                trailing_metadata=init_failed_trailer(str(exc), exc.failed, exc.secret_keys))
         except Mm2specError as exc:
             await context.abort(grpc.StatusCode.UNKNOWN, str(exc))
 

@@ -22,8 +22,13 @@ update no longer renders (a new namespace or name) are deleted, and ``destroy`` 
 Their Secret is the cluster's: only its name is in the manifests, never a value.
 
 Healthy or failed: with ``run``, ``up`` returns once every flow's query runs *and* has finished a
-micro-batch (``wait_progress`` on ``mm2spec.runtime.deployment.status``), within ``START_TIMEOUT``;
-a job that exits or records a failure fails the resource naming its log.
+micro-batch (``wait_progress`` on ``mm2spec.runtime.deployment.status``), within ``START_TIMEOUT``
+(``MM2SPEC_SPARK_START_TIMEOUT`` seconds in the environment of ``pulumi up`` sets another); a job
+that exits or records a failure fails the resource naming its log. A job that fails so may still
+run (a driver retrying a cluster it cannot reach): through the plugin the resource is recorded all
+the same, as a partial create or update (``FailedAfterStart``), so ``destroy`` stops the job and
+the next ``up`` updates it; as a dynamic resource (nothing of a failed create can be recorded) the
+job is stopped and the file removed before the error, which says so.
 
 ``pulumi refresh`` (``read_deployment``): the file's content as it is on disk; with ``run`` on this
 machine, a job no longer running reads back as ``run: false`` (so the next preview shows the
@@ -44,7 +49,7 @@ from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
 from mm2spec.errors import Mm2specError, ProvisionFailed
 from mm2spec.provision import connection
-from mm2spec.provision.base import ProvisionedResource, ResourceKind
+from mm2spec.provision.base import FailedAfterStart, ProvisionedResource, ResourceKind, undone
 from mm2spec.provision.files import RenderedFileProvider, file_inputs, read_file
 from mm2spec.render import anchor_checkpoint, manifests, on_kubernetes
 from mm2spec.render.spark import JOB_FILE, job_config_text
@@ -56,6 +61,8 @@ from mm2spec.spec.model import DesiredState
 #: tens of seconds, more on a loaded machine; three minutes leaves room for that. A job that cannot
 #: start does not use it up: it exits, and the wait fails at once naming its log.
 START_TIMEOUT = 180.0
+#: The environment variable that sets another ``START_TIMEOUT`` (seconds), read by the provider.
+START_TIMEOUT_ENV = "MM2SPEC_SPARK_START_TIMEOUT"
 #: Between two looks at the job's status file while waiting for its first micro-batch.
 PROGRESS_POLL_S = 1.0
 
@@ -134,6 +141,21 @@ def wait_progress(state_dir: Path, timeout: float, *, status: Callable[[Path], A
         sleep(PROGRESS_POLL_S)
 
 
+def start_timeout() -> float:
+    """How long ``up`` waits for a started job's first micro-batch: ``START_TIMEOUT_ENV`` or ``START_TIMEOUT``."""
+    value = os.environ.get(START_TIMEOUT_ENV, "").strip()
+    if not value:
+        return START_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise ProvisionFailed(f"{START_TIMEOUT_ENV}={value!r}: give the seconds to wait for the Spark mirroring job's "
+                              f"first micro-batch as a positive number (default {START_TIMEOUT:.0f})")
+    return seconds
+
+
 def read_deployment(props: Mapping[str, Any]) -> dict[str, Any] | None:
     """The recorded outputs the live deployment changes: ``content`` (the file), ``run`` and ``pid``
     (a job that no longer runs here reads ``run: false``), the Kubernetes manifests still there;
@@ -189,7 +211,7 @@ class SparkDeploymentProvider(RenderedFileProvider):
         except Mm2specError as exc:
             raise ProvisionFailed(f"the Spark Operator manifests were not deleted: {exc}") from None
 
-    def _start(self, props: Mapping[str, Any]) -> dict[str, Any]:
+    def _start(self, props: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         from mm2spec.runtime import deployment as mirror
 
         # Relative to the project root, as for `mm2spec mirror` run there (not to this process's cwd).
@@ -197,31 +219,70 @@ class SparkDeploymentProvider(RenderedFileProvider):
         began = time.monotonic()
         try:
             deployment = mirror.start(job, state_dir=_state_dir(props),
-                                      env=job_environment(props["content"]), wait_running=START_TIMEOUT)
+                                      env=job_environment(props["content"]), wait_running=timeout)
         except Mm2specError as exc:
             raise ProvisionFailed(f"the Spark mirroring job did not start: {exc}") from None
         # Running is not enough: healthy is every query active with a micro-batch done.
-        wait_progress(_state_dir(props), max(START_TIMEOUT - (time.monotonic() - began), PROGRESS_POLL_S))
+        wait_progress(_state_dir(props), max(timeout - (time.monotonic() - began), PROGRESS_POLL_S))
         return {"pid": deployment.pid, "configHash": deployment.config_hash}
 
     @staticmethod
-    def _stop(props: Mapping[str, Any]) -> None:
+    def _stop(props: Mapping[str, Any]) -> bool:
         from mm2spec.runtime import deployment as mirror
 
-        if mirror.stop(_state_dir(props)):
-            pulumi.log.info(f"stopped the Spark mirroring job in {_state_dir(props)}")
+        if not mirror.stop(_state_dir(props)):
+            return False
+        pulumi.log.info(f"stopped the Spark mirroring job in {_state_dir(props)}")
+        return True
+
+    def _failed_start(self, id_: str, outs: dict[str, Any], props: Mapping[str, Any], reason: str,
+                      undo: Callable[[], bool] | None) -> FailedAfterStart:
+        """A job that did not start or progress: recorded with what runs now (its driver may live on,
+        retrying), or stopped by ``undo`` (True: it stopped a running job) where it cannot be recorded;
+        ``undo`` None: the outputs recorded before find the job."""
+        from mm2spec.runtime import deployment as mirror
+
+        current = mirror.status(_state_dir(props))
+        log = _state_dir(props) / "driver.log"
+        kept = ("the job keeps running, recorded in the stack: `pulumi destroy` stops it, the next `pulumi up` "
+                "tries again" if current.running else "the job is not running; the next `pulumi up` starts it again")
+
+        def stop() -> str:
+            if undo is None:
+                return kept
+            return f"the job was stopped; see {log}" if undo() else ""
+
+        return FailedAfterStart(id_, {**outs, "pid": current.pid if current.running else None, "configHash": None},
+                                reason, kept, stop)
+
+    def _undo_create(self, outs: dict[str, Any]) -> bool:
+        """Stop the job a failed create started and remove its file; whether a job was running."""
+        stopped = self._stop(outs)
+        RenderedFileProvider.delete(self, outs["file"], outs)
+        return stopped
 
     def read_live(self, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return read_deployment(props)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        return undone(self.apply_create(props))
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return undone(self.apply_update(_id, olds, news))
+
+    def apply_create(self, props: dict[str, Any]) -> CreateResult | FailedAfterStart:
+        timeout = start_timeout()  # a wrong setting fails before anything is written or started
         applied = self._apply(props)  # first: a cluster that refuses leaves no file behind either
         outs = {**self.write(props), **applied}
         if props.get("run") and not _cluster(props):
-            outs.update(self._start(props))
+            try:
+                outs.update(self._start(props, timeout))
+            except ProvisionFailed as exc:
+                return self._failed_start(outs["file"], outs, props, str(exc), undo=lambda: self._undo_create(outs))
         return CreateResult(outs["file"], outs)
 
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def apply_update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult | FailedAfterStart:
+        timeout = start_timeout()
         applied = self._apply(news)
         outs = {**self.write(news), **applied}
         self._delete_manifests(olds, keep=_manifests(news))
@@ -229,7 +290,12 @@ class SparkDeploymentProvider(RenderedFileProvider):
         if ran_here and (not runs_here or _state_dir(olds) != _state_dir(news)):
             self._stop(olds)
         if runs_here:
-            outs.update(self._start(news))
+            try:
+                outs.update(self._start(news, timeout))
+            except ProvisionFailed as exc:
+                # Unrecorded, the old outputs stay: they find the job only if it ran in the same folder.
+                found = ran_here and _state_dir(olds) == _state_dir(news)
+                return self._failed_start(_id, outs, news, str(exc), undo=None if found else (lambda: self._stop(news)))
         return UpdateResult(outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
