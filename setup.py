@@ -24,13 +24,22 @@ DATA_PACKAGES = {
 DATA_FILES = {
     "mm2spec.schemas": ["*.json", "README.md"],
     "mm2spec.playbooks": ["*.yaml", "README.md"],
-    "mm2spec.spark": ["README.md", "mm2spark/*.py", "java/**/*.java"],
+    "mm2spec.spark": ["README.md", "java/**/*.java"],
     "mm2spec.versions": ["versions.env"],
     "mm2spec.render": ["ci-workflow.yml"],  # the CI workflow's template (mm2spec init)
 }
 
+#: Code packages inside the data folders: the Spark job's own package, which spark-submit ships to
+#: the executors. Declared as packages (not matched as data), so setuptools builds them as code.
+DATA_CODE_PACKAGES = ["mm2spec.spark.mm2spark"]
+
 setup(
-    packages=find_packages(include=["mm2spec", "mm2spec.*"]) + list(DATA_PACKAGES),
+    packages=find_packages(include=["mm2spec", "mm2spec.*"]) + list(DATA_PACKAGES) + DATA_CODE_PACKAGES,
     package_dir=DATA_PACKAGES,
     package_data=DATA_FILES,
+    # The package data is exactly DATA_FILES. With setuptools' default (True for pyproject.toml
+    # projects) every file of the sdist inside a package is data too, and the Java sources' folders
+    # (java/mm2spec/spark/...) read as Python packages missing from `packages` ("Package would be
+    # ignored" warnings), though they are only files the Spark job compiles.
+    include_package_data=False,
 )

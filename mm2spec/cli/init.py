@@ -7,8 +7,8 @@ from pathlib import Path
 
 from mm2spec import __version__
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE
-from mm2spec.render.repository import (ENGINES, RepositoryOptions, check_init_folder, check_spec, init_files,
-                                       parse_client_cert, parse_cluster, parse_tls_ca, write_repository)
+from mm2spec.render.repository import (ENGINES, RepositoryOptions, check_init_folder, check_spec, copy_wheel, init_files,
+                                       parse_client_cert, parse_cluster, parse_package, parse_tls_ca, write_repository)
 from mm2spec.resources import schema_path
 
 
@@ -25,14 +25,18 @@ def cmd_init(args: argparse.Namespace) -> int:
         tls_ca=tuple(parse_tls_ca("--tls-ca", text) for text in args.tls_ca or ()),
         client_certs=tuple(parse_client_cert("--client-cert", text) for text in args.client_cert or ()),
     )
-    files = init_files(options, schema_path("dr-spec.schema.json").read_text(encoding="utf-8"), __version__)
+    package = parse_package(args.package, __version__)
+    files = init_files(options, schema_path("dr-spec.schema.json").read_text(encoding="utf-8"), __version__, package)
     check_spec(files)
-    replaced = set(check_init_folder(folder, sorted(files), args.force))
-    for path in write_repository(files, folder):
+    replaced = set(check_init_folder(folder, sorted(files) + ([package.wheel_name] if package.wheel_name else []), args.force))
+    written = write_repository(files, folder)
+    wheel = copy_wheel(package, folder)
+    for path in sorted(written + ([wheel] if wheel else [])):
         print(f"{'replaced' if path.relative_to(folder).as_posix() in replaced else 'wrote'} {path}")
     spec = next(n for n in files if n.endswith(".dr.yaml"))
-    print(f"\nNext: cd {folder} && mm2spec validate {spec}; then see README.md "
-          f"(pip install 'mm2spec[pulumi]', pulumi stack init {options.environments[0]}, pulumi preview)")
+    print(f"\nNext: cd {folder} && python -m venv .venv && .venv/bin/pip install -r requirements.txt "
+          f"(installs {package.program}); .venv/bin/mm2spec validate {spec}; then see README.md "
+          f"(pulumi stack init {options.environments[0]}, pulumi preview)")
     return 0
 
 
@@ -57,6 +61,13 @@ def add_parsers(commands) -> None:
                    help="the environments, one overlay and Pulumi stack each (default: dev,staging,prod)")
     p.add_argument("--engine", default=DEFAULT_ENGINE,
                    help=f"which runs the mirror: {', '.join(ENGINES)} (default: {DEFAULT_ENGINE})")
+    p.add_argument("--package", metavar="REQUIREMENT",
+                   help=f"where the repository installs mm2spec from (requirements.txt, the pre-commit hook, the CI "
+                        f"workflow): a requirement (default: mm2spec=={__version__}, from the package index pip is "
+                        f"configured for, PyPI or a private one by PIP_INDEX_URL; until mm2spec is on yours, give a "
+                        f"wheel, which scripts/release builds, or a git URL), a URL (mm2spec @ https://..., "
+                        f"https://.../mm2spec-{__version__}-py3-none-any.whl, git+https://host/org/mm2spec.git@TAG) or "
+                        f"a wheel's path, which is copied into the repository's wheels/ folder (commit it)")
     p.add_argument("--force", action="store_true",
                    help="write into a folder that holds files (files of the same name are replaced, others kept)")
     p.add_argument("--tls-ca", action="append", metavar="ALIAS=CA.pem",

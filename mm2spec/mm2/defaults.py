@@ -67,12 +67,16 @@ tasks to be RUNNING (mm2spec's own setting, not MM2's: a connector whose tasks h
 within a minute on a healthy worker is stuck, e.g. on a cluster it cannot reach)."""
 SPARK_MODE_DEFAULT = "microbatch"
 """How the Spark job runs each flow's query when the config names no mode: ``microbatch`` (Spark's
-micro-batches: the most records/s, latency of a trigger plus a batch) or ``realtime`` (Spark's
-Real-time Mode: long-running tasks hand each record to the writer as it is fetched, MM2's model;
-one task slot per task of every flow, for ever). The rules of each are in ``mm2.spark_modes``.
-Micro-batch stays the default although Real-time Mode has the lower latency and the higher
-records/s (spark/README.md, Real-time Mode): it holds its slots for ever, and on a cluster master a
-stop replays its running batch."""
+micro-batches: a record waits for its trigger and its batch) or ``realtime`` (Spark's Real-time
+Mode: long-running tasks hand each record to the writer as it is fetched, MM2's model; one task
+slot per task of every flow, for ever). The rules of each are in ``mm2.spark_modes``. Real-time
+Mode is the measured choice (spark/README.md, "Which mode"): MM2's lag and latency where
+micro-batch mode lags tens of times more, so a new spec says it (``SPARK_MODE_FOR_NEW_SPECS``).
+A spec that names no mode keeps micro-batch: on upgrade a running flow must not change how it
+runs without its spec saying so, and a spec written for micro-batch (``maxOffsetsPerTrigger``, fewer
+task slots than tasks, as the contract example has) would no longer be valid."""
+SPARK_MODE_FOR_NEW_SPECS = "realtime"
+"""What ``mm2spec init`` writes as ``spark.mode`` (see ``SPARK_MODE_DEFAULT``)."""
 SPARK_MODES = ("microbatch", "realtime")
 SPARK_REALTIME_BATCH_DURATION_DEFAULT = "60 seconds"
 """How long one Real-time batch runs before its source offsets are committed to the checkpoint (the

@@ -17,10 +17,13 @@
 - ``workflow``: the CI workflow of a DR-spec repository (``.github/workflows/dr-spec.yml``: plan comment
   on pull requests, ``pulumi up`` per environment on merge, drift check), from the template
   ``ci-workflow.yml`` that this checkout's example is also written from
-- ``files``: every file by name, and ``write_files``, the only function here that writes output files
-  (with ``check_output_folder``, which ``render`` calls before it reads the spec); the one other
-  write is ``repository.check_spec``'s: ``init`` puts the new spec and its schema in a temporary
-  folder, deleted after, so the loader (which reads files) validates them before anything is written
+- ``files``: every file by name (``render_files``: a ``RenderedFiles``, which owns its folder: the
+  next render removes what the last one wrote, by its manifest ``.mm2spec-render.json``, and no
+  longer makes), and ``write_files``, the only function here that writes output files (with
+  ``check_output_folder``, which ``render`` calls before it reads the spec); the other writes are
+  ``repository.check_spec``'s (``init`` puts the new spec and its schema in a temporary folder,
+  deleted after, so the loader, which reads files, validates them before anything is written) and
+  ``repository.copy_wheel``'s (the wheel ``init --package`` names, copied into the repository)
 
 Passwords are never written: SASL settings use Kafka's EnvVarConfigProvider (``${env:NAME}``), so
 the worker (or the Spark job) reads the secret from its environment when it starts.

@@ -21,11 +21,23 @@ from mm2spec.spec.document import printable
 from mm2spec.spec.model import DesiredState
 
 
-def render_files(state: DesiredState) -> dict[str, str]:
+class RenderedFiles(dict):
+    """File name -> content of one whole render (``render_files``). ``write_files`` makes such a set
+    own its folder: the files a previous render wrote there (its ``RENDER_MANIFEST``) that this set no
+    longer holds (a mirror the spec dropped) are removed with the same all-or-nothing swap, and the
+    manifest is rewritten. Files no render wrote are never touched."""
+
+
+RENDER_MANIFEST = ".mm2spec-render.json"
+"""In a folder ``write_files`` wrote a ``RenderedFiles`` into: the names of the files it wrote, and only
+those are removed by a later render that no longer makes them."""
+
+
+def render_files(state: DesiredState) -> RenderedFiles:
     """File name -> content for everything ``mm2spec render`` writes: every engine's deployment
     files (whichever engine the spec names, so a team can compare or switch), the internal topics
     and ACLs, and the monitoring files."""
-    files: dict[str, str] = {}
+    files = RenderedFiles()
     for name in ENGINE_FACTS:
         files.update(engine_files(state, name))
     files["resources.json"] = json.dumps(resources(state), indent=2) + "\n"
@@ -72,8 +84,10 @@ def write_files(files: dict[str, str], out_dir: str | Path, private: Iterable[st
     created with the usual permissions (umask), those named in ``private`` as 0600: only a file that
     holds a secret needs hiding. Names in ``fixed`` are mm2spec's own (``.gitignore``, ``__main__.py``
     for ``mm2spec init``), never from a spec, so they may start with '.' or '_'. Problems are
-    ``OutputUnwritable``, never a traceback."""
+    ``OutputUnwritable``, never a traceback. A ``RenderedFiles`` also removes what the folder's previous
+    render wrote and this one does not (see there)."""
     out = Path(out_dir)
+    owns = isinstance(files, RenderedFiles)
     _check_writable(files, out, frozenset(fixed))
     created = _make_folders(out)
     try:
@@ -81,13 +95,27 @@ def write_files(files: dict[str, str], out_dir: str | Path, private: Iterable[st
             for interrupted in sorted(out.glob(f"{STAGING_PREFIX}*")):
                 if interrupted.is_dir():
                     _roll_back(out, interrupted)
-            _stage_and_swap(files, out, {name: 0o600 if name in private else 0o666 for name in files})
+            stale = [name for name in _rendered_before(out) if name not in files] if owns else []
+            if owns:  # a dict's copy, so the caller's files stay as given
+                files = {**files, RENDER_MANIFEST: json.dumps({"files": sorted(files)}, indent=2) + "\n"}
+            _stage_and_swap(files, out, {name: 0o600 if name in private else 0o666 for name in files}, stale)
     except OSError as exc:
         for folder in reversed(created):
             shutil.rmtree(folder, ignore_errors=True)
         raise OutputUnwritable(f"cannot write into {printable(str(out))}: {exc.strerror or exc}; nothing was written") \
             from None
     return [out / name for name in sorted(files)]
+
+
+def _rendered_before(out: Path) -> list[str]:
+    """The files the folder's last render wrote, from its manifest: only plain file names a render can
+    write (an edited manifest cannot point outside the folder or at a folder); none without one."""
+    try:
+        listed = json.loads((out / RENDER_MANIFEST).read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [name for name in listed if isinstance(name, str) and FILE_NAME.fullmatch(name)
+            and not (out / name).is_dir() and os.path.lexists(out / name)]
 
 
 @contextlib.contextmanager
@@ -102,19 +130,22 @@ def _folder_lock(out: Path) -> Iterator[None]:
         os.close(handle)
 
 
-def _stage_and_swap(files: dict[str, str], out: Path, modes: dict[str, int]) -> None:
+def _stage_and_swap(files: dict[str, str], out: Path, modes: dict[str, int], remove: list[str] = ()) -> None:
+    """``remove``: existing files of the folder that go with the swap (moved aside like a replaced
+    file, so a roll-back brings them back)."""
     staging = Path(tempfile.mkdtemp(dir=out, prefix=STAGING_PREFIX))
     try:
         for name, content in files.items():
             _write_new(staging / name, content, modes[name])
-        names = sorted(files)
+        names = sorted({*files, *remove})
         existed = {name for name in names if os.path.lexists(out / name)}
         (staging / OLD).mkdir()
         _write_new(staging / JOURNAL, json.dumps({"names": names, "existed": sorted(existed)}), 0o600)
         for name in names:
             if name in existed:
                 os.replace(out / name, staging / OLD / name)
-            os.replace(staging / name, out / name)
+            if name in files:
+                os.replace(staging / name, out / name)
     except BaseException:
         _roll_back(out, staging)  # if this fails too, the staging folder stays for the next write
         raise
@@ -141,7 +172,12 @@ def _roll_back(out: Path, staging: Path) -> None:
 def check_output_folder(out_dir: str | Path) -> None:
     """Refuse an output folder that cannot be written (``OutputUnwritable``), before any work is done:
     a large spec must not be loaded and rendered only to fail at the last step. ``out_dir`` is usable
-    when it is a writable folder, or when it is missing and its nearest existing parent is one."""
+    when it is a writable folder, or when it is missing and its nearest existing parent is one. An empty
+    name is refused: it would mean the current folder, which is never what ``--out ''`` (an unset
+    variable) meant."""
+    if not str(out_dir).strip():
+        raise OutputUnwritable("--out is empty: give the folder to write into (it is created if missing), "
+                               "e.g. --out rendered/prod")
     out = Path(out_dir)
     shown = printable(str(out))
     if out.exists() and not out.is_dir():

@@ -6,7 +6,10 @@ the editor's schema modeline and a copy of the schema next to it, ``Pulumi.yaml`
 per environment, the program (``__main__.py``: one ``DisasterRecovery`` component, imported from the
 installed package so Pulumi pickles its providers by reference), ``requirements.txt``, the CI workflow
 (``.github/workflows/dr-spec.yml``, from ``workflow``'s template), a pre-commit config, a ``.gitignore``
-and a README for the team. ``init_files`` is pure; ``check_spec`` validates the spec it wrote with the
+and a README for the team. ``requirements.txt``, the hook and the workflow install mm2spec from one
+``PackageSource`` (``--package``,
+``parse_package``: a requirement, a URL, or a local wheel that ``copy_wheel`` puts in ``wheels/``).
+``init_files`` is pure; ``check_spec`` validates the spec it wrote with the
 loader (from a temporary folder it deletes: the loader reads files); ``check_init_folder`` refuses a
 folder that holds files (unless ``force``) and ``write_repository`` writes through ``write_files``.
 The flags are checked by the DR spec schema's own rules (``NAME``, ``ALIAS``, ``ENVIRONMENT``) and
@@ -18,12 +21,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from mm2spec.components import versions
 from mm2spec.errors import InitRefused, OutputUnwritable, SpecInvalid
+from mm2spec.mm2.defaults import SPARK_MODE_FOR_NEW_SPECS
 from mm2spec.mm2.engine_facts import DEFAULT_ENGINE, ENGINE_FACTS
 from mm2spec.mm2.tls import certificate_principal
 from mm2spec.render.files import check_output_folder, write_files
@@ -62,6 +67,18 @@ SKELETON_TARGET = ("dr", ("dr-1.example.com:9092", "dr-2.example.com:9092"))
 """The skeleton's placeholder clusters (alias, addresses), when init is given no --source/--target."""
 FIXED = (".gitignore", ".pre-commit-config.yaml", "__main__.py")
 """The files whose names start with '.' or '_' (``write_files``'s ``fixed``)."""
+WHEELS_FOLDER = "wheels"
+"""Where ``--package PATH.whl`` copies the wheel in the repository (committed with it)."""
+_VERSIONS = r"(?:~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+REQUIREMENT = re.compile(rf"mm2spec\s*(?:\[[A-Za-z0-9_, -]*\])?\s*(?P<rest>(?:{_VERSIONS}(?:\s*,\s*{_VERSIONS})*)?)",
+                         re.IGNORECASE)
+"""A PEP 508 requirement on mm2spec by version (``mm2spec==0.1.0``, ``mm2spec>=0.1,<0.2``): its extras are
+replaced by each place's own (``[pulumi]`` for the program and CI, none for the hook); ``rest`` is kept."""
+URL = re.compile(r"(?:git\+(?:https|ssh|http|file)|https|http|file)://[A-Za-z0-9._~:/?#@!&()*+,;=%\[\]-]+")
+"""A URL pip installs from: a VCS URL (``git+https://host/org/mm2spec.git@v0.1.0``) or a wheel's. No
+quotes, ``$``, braces or spaces: it is written into YAML and shell lines as it is."""
+WHEEL_NAME = re.compile(r"mm2spec-[A-Za-z0-9_.+!]+(?:-[A-Za-z0-9_.]+){3,4}\.whl", re.IGNORECASE)
+"""A wheel of mm2spec by its file name (``mm2spec-0.1.0-py3-none-any.whl``): what pip takes as one."""
 
 
 @dataclass(frozen=True)
@@ -124,22 +141,96 @@ def parse_cluster(flag: str, text: str) -> tuple[str, tuple[str, ...]]:
     return alias, addresses
 
 
-def init_files(options: RepositoryOptions, schema_text: str, version: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class PackageSource:
+    """Where the new repository installs mm2spec from (``init --package``), as each place names it."""
+
+    program: str
+    """What ``requirements.txt`` and the CI workflow's ``pip install`` take: with the ``pulumi`` extra."""
+    hook: str | None
+    """The pre-commit hook's ``additional_dependencies`` entry (the core, no extra); None for a wheel in the
+    repository, which pre-commit cannot install (it installs hooks from its own folder): the hook then
+    runs the mm2spec of ``.venv``, the program's virtualenv made from ``requirements.txt``."""
+    wheel: Path | None = None
+    """A local wheel that ``copy_wheel`` copies into ``WHEELS_FOLDER``."""
+
+    @property
+    def wheel_name(self) -> str | None:
+        """The wheel's path in the repository (``wheels/mm2spec-0.1.0-py3-none-any.whl``), if one is copied."""
+        return f"{WHEELS_FOLDER}/{self.wheel.name}" if self.wheel is not None else None
+
+
+def parse_package(text: str | None, version: str) -> PackageSource:
+    """``--package``: a PEP 508 requirement on mm2spec (``mm2spec==0.1.0``; the default, with this
+    ``version``, from the package index pip is configured for), ``mm2spec @ URL``, a URL (a wheel's or
+    ``git+https://...``) or a local wheel's path, which is copied into the repository and named from its
+    root (requirements.txt and the CI workflow are installed from there). InitRefused says what is wrong."""
+    if text is None:
+        text = f"mm2spec=={version}"
+    text = text.strip()
+    shown = printable(text)[:200]
+    name, at, url = text.partition("@")
+    named = REQUIREMENT.fullmatch(name.strip()) if at and "://" not in name else None
+    if named and not named["rest"]:
+        text = url.strip()  # mm2spec[extras] @ URL: the URL, with each place's extras
+    if URL.fullmatch(text):
+        if not text.startswith("git+") and not WHEEL_NAME.fullmatch(text.rpartition("/")[2]):
+            raise InitRefused(f"--package {shown!r}: a URL names a wheel of mm2spec (.../mm2spec-VERSION-py3-none-any.whl) "
+                              "or a git repository (git+https://host/org/mm2spec.git@TAG)")
+        return PackageSource(f"mm2spec[pulumi] @ {text}", f"mm2spec @ {text}")
+    requirement = REQUIREMENT.fullmatch(text)
+    if requirement:
+        return PackageSource(f"mm2spec[pulumi]{requirement['rest']}", f"mm2spec{requirement['rest']}")
+    if text.endswith(".whl") and "://" not in text:
+        wheel = Path(text).expanduser()
+        if not WHEEL_NAME.fullmatch(wheel.name):
+            raise InitRefused(f"--package {shown!r}: not a wheel of mm2spec by its name (mm2spec-VERSION-py3-none-any.whl, "
+                              "as the build names it)")
+        if not wheel.is_file():
+            raise InitRefused(f"--package {shown!r}: no such file; build it with scripts/release (dist/) or "
+                              "pip wheel --no-deps PATH-TO-MM2SPEC")
+        return PackageSource(f"./{WHEELS_FOLDER}/{wheel.name}[pulumi]", None, wheel.resolve())
+    raise InitRefused(f"--package {shown!r}: give a requirement on mm2spec (mm2spec==VERSION, mm2spec @ URL), a URL "
+                      "(https://.../mm2spec-VERSION-py3-none-any.whl, git+https://host/org/mm2spec.git@TAG) or the "
+                      "path of a wheel (dist/mm2spec-VERSION-py3-none-any.whl)")
+
+
+def copy_wheel(package: PackageSource, out_dir: str | Path) -> Path | None:
+    """Copy ``package``'s local wheel into the repository (``WHEELS_FOLDER``); its path there, if any."""
+    if package.wheel is None:
+        return None
+    target = Path(out_dir) / package.wheel_name
+    try:
+        target.parent.mkdir(exist_ok=True)
+        if not (target.exists() and target.samefile(package.wheel)):  # init --force over its own repository
+            shutil.copyfile(package.wheel, target)
+    except OSError as exc:
+        raise InitRefused(f"cannot copy {printable(str(package.wheel))} into {printable(str(target.parent))}: "
+                          f"{exc.strerror or exc}") from None
+    return target
+
+
+def init_files(options: RepositoryOptions, schema_text: str, version: str,
+               package: PackageSource | None = None) -> dict[str, str]:
     """File name -> content of the repository; ``schema_text`` is the installed DR-spec schema and
-    ``version`` the installed mm2spec's, which ``requirements.txt`` and the pre-commit hook pin."""
+    ``version`` the installed mm2spec's. ``package`` is where the repository installs mm2spec from
+    (``requirements.txt``, the pre-commit hook, the CI workflow); default: ``mm2spec==version`` from the
+    package index."""
     _check(options)
+    package = package or parse_package(None, version)
     spec_file = f"{options.name}.dr.yaml"
     files = {
         spec_file: _spec(options),
         SCHEMA_FILE: schema_text,
         "Pulumi.yaml": _pulumi_project(options, spec_file),
         "__main__.py": PROGRAM,
-        "requirements.txt": f"# The Pulumi program's packages (Pulumi installs them into .venv).\nmm2spec[pulumi]=={version}\n",
-        ".pre-commit-config.yaml": PRE_COMMIT.format(version=version),
+        "requirements.txt": f"# The Pulumi program's packages (Pulumi installs them into .venv).\n{package.program}\n",
+        ".pre-commit-config.yaml": (PRE_COMMIT.format(requirement=json.dumps(package.hook)) if package.hook is not None
+                                    else PRE_COMMIT_VENV.format(wheel=package.wheel_name)),
         ".gitignore": GITIGNORE,
-        "README.md": _readme(options, spec_file),
-        WORKFLOW_FILE: ci_workflow(spec_file, options.environments, _secret_names(options),
-                                   f"mm2spec[pulumi]=={version}", versions()["PULUMI_VERSION"]),
+        "README.md": _readme(options, spec_file, package),
+        WORKFLOW_FILE: ci_workflow(spec_file, options.environments, _secret_names(options), package.program,
+                                   versions()["PULUMI_VERSION"]),
     }
     for env in options.environments:
         files[f"Pulumi.{env}.yaml"] = (
@@ -275,6 +366,17 @@ def _cluster(alias: str, addresses: tuple[str, ...], placeholder: bool, options:
     return text
 
 
+def _spark_section(engine: str) -> str:
+    """The Spark engine's mode for a new spec (``defaults.SPARK_MODE_FOR_NEW_SPECS``, said outright:
+    a spec that names none runs micro-batches); nothing for an engine that runs no Spark job."""
+    if not ENGINE_FACTS[engine].runs_spark_job:
+        return ""
+    return f"""spark:
+  {"mode: " + SPARK_MODE_FOR_NEW_SPECS:<36}# each record written as it is fetched: MM2's lag (the RPO); a task slot per tasksMax
+                                      # of every flow, for ever | microbatch: micro-batches (a trigger plus a batch late)
+"""
+
+
 def _spec(options: RepositoryOptions) -> str:
     skeleton = options.source is None
     source, source_servers = options.source or SKELETON_SOURCE
@@ -305,7 +407,7 @@ mirrors:
     groups: []                        # consumer groups whose offsets follow them to {target} (names or regexes)
 
 {"engine: " + options.engine:<38}# which runs the mirror: {ENGINE_CHOICES}
-
+{_spark_section(options.engine)}
 acls:
   manage: false                       # true: create the ACLs the mirror needs on both clusters (set acls.principal)
 
@@ -371,7 +473,22 @@ repos:
         name: mm2spec validate
         entry: mm2spec validate
         language: python
-        additional_dependencies: ["mm2spec=={version}"]
+        additional_dependencies: [{requirement}]
+        files: '\\.dr\\.ya?ml$'
+"""
+
+PRE_COMMIT_VENV = """\
+# pre-commit (https://pre-commit.com): `pre-commit install` once, then every commit validates the
+# DR specs it touches. mm2spec comes from {wheel}, which pre-commit cannot install for a hook
+# (it installs from its own folder): the hook runs the mm2spec of .venv, made once with
+# `python -m venv .venv && .venv/bin/pip install -r requirements.txt`.
+repos:
+  - repo: local
+    hooks:
+      - id: mm2spec-validate
+        name: mm2spec validate
+        entry: .venv/bin/mm2spec validate
+        language: system
         files: '\\.dr\\.ya?ml$'
 """
 
@@ -385,10 +502,13 @@ __pycache__/
 """
 
 
-def _readme(options: RepositoryOptions, spec_file: str) -> str:
+def _readme(options: RepositoryOptions, spec_file: str, package: PackageSource) -> str:
     envs = list(options.environments)
     first = envs[0]
     stacks = "".join(f"pulumi stack init {env}\n" for env in envs)
+    wheel_note = (f" (the wheel in `{package.wheel_name}`: commit it; pre-commit runs the mm2spec of `.venv`)"
+                  if package.wheel_name else " (from the package index pip is configured for)"
+                  if package.program.startswith("mm2spec[pulumi]") and "@" not in package.program else "")
     promote = (f"mm2spec promote {spec_file} --from {envs[-2]} --to {envs[-1]}   # what promoting to {envs[-1]} changes\n"
                if len(envs) > 1 else "")
     return f"""\
@@ -410,18 +530,18 @@ It was started with `mm2spec init`; see mm2spec's README for every field and com
 ## Set up
 
 ```bash
-pip install mm2spec                # the command line (validate, plan, promote); the Pulumi CLI: https://www.pulumi.com/docs/install/
+python -m venv .venv && .venv/bin/pip install -r requirements.txt   # mm2spec and its Pulumi plugin, in .venv
+source .venv/bin/activate          # mm2spec on PATH (validate, plan, promote); the Pulumi CLI: https://www.pulumi.com/docs/install/
 pre-commit install                 # optional: validate on every commit
 pulumi login                       # your state backend (pulumi login --local: files on this machine)
 {stacks}```
 
-Then create the program's `.venv` from `requirements.txt` (`mm2spec[pulumi]`, the version that wrote
-this repository), before the first `pulumi preview`: it also holds mm2spec's provider plugin
-(`pulumi-resource-mm2spec`), which `Pulumi.yaml` names by its folder.
-
-```bash
-python -m venv .venv && .venv/bin/pip install -r requirements.txt
-```
+`requirements.txt` installs `{package.program}`{wheel_note}; the pre-commit hook and the CI
+workflow (`MM2SPEC_PACKAGE`) install the same. To take mm2spec from elsewhere (another version, a
+private index, a wheel, a git URL), change it in those three places (`mm2spec init --package` says
+what each form looks like). `.venv` also holds mm2spec's provider plugin
+(`pulumi-resource-mm2spec`), which `Pulumi.yaml` names by its folder: make it before the first
+`pulumi preview`.
 
 Passwords never go in the spec: a secured cluster's `passwordSecret` names a secret, set per stack
 with `pulumi config set --secret NAME --stack ENV` (or exported as the environment variable NAME).

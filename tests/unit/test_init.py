@@ -72,9 +72,11 @@ def test_spec_from_flags_has_them_and_validates(tmp_path, capsys, engine):
     assert spec["mirrors"] == [{"name": "primary-to-dr", "source": "primary", "target": "dr",
                                 "replicationPolicy": "identity", "topics": ["orders", "invoices-.*"], "groups": []}]
     assert spec["engine"] == engine and set(spec["environments"]) == {"dev", "prod"}
+    # A new Spark spec runs in Real-time Mode, said outright (a spec that names no mode runs micro-batches).
+    assert spec.get("spark") == ({"mode": "realtime"} if engine == "spark" else None)
     assert sorted(p.name for p in repo.glob("Pulumi.*.yaml")) == ["Pulumi.dev.yaml", "Pulumi.prod.yaml"]
     assert main(["validate", str(spec_file), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"valid": True, "environments": ["base", "dev", "prod"]}
+    assert json.loads(capsys.readouterr().out)["files"][0]["environments"] == ["base", "dev", "prod"]
 
 
 def test_a_folder_with_files_is_refused_unless_force_and_other_files_stay(tmp_path, capsys):
