@@ -9,14 +9,18 @@ One module per command family registers its subcommands (``add_parsers``) and ho
 - ``drill``: a DR drill and its report
 - ``dev``: local clusters and demo data
 - ``init``: a new DR-spec repository (spec, Pulumi project and stacks, program, README)
+- ``error_report``: an error as the text line or the JSON entries a command prints
 
 Handlers print what the call returned; this module turns every ``Mm2specError`` into its message
-and exit 1. Each handler imports the libraries its command needs when it runs (``pip install mm2spec``
+(``error_report``) and exit 1. Each handler imports the libraries its command needs when it runs (``pip install mm2spec``
 has no pyspark, pulumi or matplotlib): a module that is missing is reported with the pip extra that
 installs it (``mm2spec.components.module_missing``, one table for every command), exit 1.
 
-Exit codes: 0 success; 1 invalid input or failure; 2 (``--detailed-exitcode``) changes present.
+Exit codes: 0 success; 1 invalid input, a usage error (an unknown or misspelt flag) or a failure;
+2 only from ``--detailed-exitcode`` (plan, promote) and ``--check`` (playbooks): changes present.
 No command prints a traceback for a user error; set MM2SPEC_DEBUG=1 to see one for internal errors.
+Every parser is a ``Parser``: no abbreviated flags (``--baselin`` is not ``--baseline``), and a
+usage error prints the usage of the (sub)command it is in.
 
 May import every other layer; nothing imports ``cli``. The only layer that prints.
 """
@@ -24,21 +28,59 @@ May import every other layer; nothing imports ``cli``. The only layer that print
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 from mm2spec import __version__
 from mm2spec.cli import dev, drill, init, mirror, plan, playbook, spec
+from mm2spec.cli.error_report import error_text, report
 from mm2spec.components import module_missing
-from mm2spec.errors import Mm2specError, PlaybookInvalid, SpecInvalid, SpecSyntaxError
+from mm2spec.errors import Mm2specError
 
 FAMILIES = (init, spec, plan, mirror, playbook, drill, dev)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mm2spec", description="Declarative Kafka disaster recovery with MirrorMaker 2.")
+USAGE_ERROR = 1
+"""A usage error's exit code. argparse's own, 2, means "changes present" to ``--detailed-exitcode`` and
+to the CI workflow ``init`` writes: a misspelt flag must never read as a plan with changes."""
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``mm2spec`` and of each (sub)command (``add_parser`` makes its own kind)."""
+
+    def __init__(self, *args, **kwargs):
+        # An abbreviation is a guess: --baselin taken for --baseline today is a different flag tomorrow.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extras = super().parse_known_args(args, namespace)
+        # The innermost subcommand returns first; its parser is the one whose usage an error shows.
+        if not hasattr(parsed, "_parser"):
+            parsed._parser = self
+        return parsed, extras
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        parser = vars(parsed).pop("_parser", self)
+        if extras:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        # A command whose flags must agree with each other says how (set_defaults(usage_problem=...)).
+        usage_problem = vars(parsed).pop("usage_problem", None)
+        problem = usage_problem(parsed) if usage_problem else None
+        if problem:
+            parser.error(problem)
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="mm2spec", description="Declarative Kafka disaster recovery with MirrorMaker 2.")
     parser.add_argument("--version", action="version", version=f"mm2spec {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -49,7 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == USAGE_ERROR:  # printed by Parser.error; callers in-process get the code like any other
+            return USAGE_ERROR
+        raise  # --help, --version
     as_json = getattr(args, "format", None) == "json"
     try:
         try:
@@ -61,9 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             raise module_missing(exc.name or "?") from None
     except Mm2specError as exc:
-        # Spec problems already read FILE:LINE:COL: ...; other errors get an "error:" prefix.
-        located = isinstance(exc, (SpecInvalid, SpecSyntaxError, PlaybookInvalid))
-        _report(exc, str(exc) if located else f"error: {exc}", as_json)
+        report(exc, error_text(exc), as_json)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -73,25 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - an internal error: say so briefly, never dump a traceback by default
         if os.environ.get("MM2SPEC_DEBUG"):
             traceback.print_exc()
-        _report(exc, f"internal error: {type(exc).__name__}: {exc} (set MM2SPEC_DEBUG=1 for details)", as_json)
+        report(exc, f"internal error: {type(exc).__name__}: {exc} (set MM2SPEC_DEBUG=1 for details)", as_json)
         return 1
-
-
-def _report(exc: Exception, text: str, as_json: bool) -> None:
-    """The error as text on stderr, or, for ``--format json``, as the JSON document a caller parses
-    (``{"valid": false, "errors": [...]}`` whatever failed: a syntax error, an unknown env, a missing file)."""
-    if as_json:
-        print(json.dumps({"valid": False, "errors": _error_entries(exc, text)}, indent=2))
-    else:
-        print(text, file=sys.stderr)
-
-
-def _error_entries(exc: Exception, text: str) -> list[dict]:
-    if isinstance(exc, SpecInvalid):
-        return [d.to_json() for d in exc.diagnostics]
-    pos = getattr(exc, "pos", None) if isinstance(exc, SpecSyntaxError) else None
-    return [{"file": pos and pos.file, "line": pos and pos.line, "column": pos and pos.column, "pointer": None,
-             "message": exc.message if pos else text, "hint": "", "environment": None}]
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def run_playbook(args: argparse.Namespace, playbook_name: str) -> int:
     options = Options(check=args.check, diff=args.diff, source_unreachable=args.source_unreachable,
                       allow_rewind=args.allow_rewind, skip_active=args.skip_active, limit_flows=flows,
                       limit_groups=groups, state_dir=args.state_dir, connect_url=args.connect_url,
-                      stranded=getattr(args, "stranded", None), break_lease=args.break_lease)
+                      stranded=args.stranded, break_lease=args.break_lease)
     tags, skip_tags = _names(args.tags), _names(args.skip_tags)
     if not args.check and not args.yes and writes(playbook, tags, skip_tags):
         if not _confirmed(playbook, state, options, tags, skip_tags, args):
@@ -187,31 +187,54 @@ def cmd_modules(_args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+# Every flag a playbook command may take, once; each command takes only those its playbook reads
+# (COMMAND_FLAGS): a flag that would do nothing there is a usage error, not a silent no-op.
+FLAGS = {
+    "--check": dict(action="store_true", help="read live state and say what would change; write nothing"),
+    "--diff": dict(action="store_true", help="show before -> after for each change"),
+    "--tags": dict(action="append", metavar="T", help="run only tasks with these tags (comma-separated)"),
+    "--skip-tags": dict(action="append", metavar="T", help="skip tasks with these tags"),
+    "--limit": dict(action="append", metavar="flow=NAME,group=REGEX", help="only these flows and/or groups (repeatable)"),
+    "--format": dict(choices=["text", "json", "markdown"], default="text", help="the report's format"),
+    "--source-unreachable": dict(action="store_true",
+                                 help="unplanned failover: the source is gone; translate from the checkpoints on DR"),
+    "--allow-rewind": dict(action="store_true", help="let a commit move a group backwards"),
+    "--skip-active": dict(action="store_true", help="leave groups with active members alone (they are not moved)"),
+    "--state-dir": dict(help="the Spark job's state folder (default .mm2spec/spark/<spec name>)"),
+    "--connect-url": dict(help="the Connect REST URL (default: the spec's connect.restUrl)"),
+    "--quiet": dict(action="store_true", help="no progress lines on stderr"),
+    "--yes": dict(action="store_true",
+                  help="do not ask before changing the clusters (automation; without a terminal it is required)"),
+    "--break-lease": dict(action="store_true",
+                          help="take over the DR pair's lease from another run although it has not expired (only "
+                               "when that run is dead: it stops at its next task)"),
+    "--stranded": dict(choices=["keep", "rebuild"],
+                       help="records on the source that never reached DR: keep them (before the failback point) or "
+                            "rebuild those topics from DR (destructive); default: refuse, with the counts"),
+}
+_EVERY_RUN = ("--tags", "--skip-tags", "--limit", "--format", "--state-dir", "--connect-url", "--quiet", "--check")
+_CHANGES = ("--diff", "--yes", "--break-lease", "--allow-rewind", "--skip-active")
+COMMAND_FLAGS = {
+    # verify writes nothing but the topic IDs it has not seen (verify.loss), which --check skips.
+    "verify": _EVERY_RUN,
+    "failover": _EVERY_RUN + _CHANGES + ("--source-unreachable",),
+    "failback": _EVERY_RUN + _CHANGES + ("--stranded",),
+    "run": tuple(FLAGS),  # a playbook of one's own may call any module
+}
+
+
+def _flags(p: argparse.ArgumentParser, command: str) -> None:
+    """SPEC, --env and ``command``'s flags; the others keep their defaults so a handler reads every option."""
     p.add_argument("spec", help="the DR spec YAML file")
     p.add_argument("--env", help="the environment (default: the base spec)")
-    p.add_argument("--check", action="store_true", help="read live state and say what would change; write nothing")
-    p.add_argument("--diff", action="store_true", help="show before -> after for each change")
-    p.add_argument("--tags", action="append", metavar="T", help="run only tasks with these tags (comma-separated)")
-    p.add_argument("--skip-tags", action="append", metavar="T", help="skip tasks with these tags")
-    p.add_argument("--limit", action="append", metavar="flow=NAME,group=REGEX",
-                   help="only these flows and/or groups (repeatable)")
-    p.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="the report's format")
-    p.add_argument("--source-unreachable", action="store_true",
-                   help="unplanned failover: the source is gone; translate from the checkpoints on DR")
-    p.add_argument("--allow-rewind", action="store_true", help="let a commit move a group backwards on DR")
-    p.add_argument("--skip-active", action="store_true", help="leave groups with active members on DR alone")
-    p.add_argument("--state-dir", help="the Spark job's state folder (default .mm2spec/spark/<spec name>)")
-    p.add_argument("--connect-url", help="the Connect REST URL (default: the spec's connect.restUrl)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.add_argument("--yes", action="store_true",
-                   help="do not ask before changing the clusters (automation; without a terminal it is required)")
-    p.add_argument("--break-lease", action="store_true",
-                   help="take over the DR pair's lease from another run although it has not expired (only when "
-                        "that run is dead: it stops at its next task)")
-    p.add_argument("--stranded", choices=["keep", "rebuild"],
-                   help="failback: records on the source that never reached DR: keep them (before the failback "
-                        "point) or rebuild those topics from DR (destructive); default: refuse, with the counts")
+    for flag in COMMAND_FLAGS[command]:
+        p.add_argument(flag, **FLAGS[flag])
+    p.set_defaults(**{flag[2:].replace("-", "_"): _default(FLAGS[flag]) for flag in FLAGS if flag not in COMMAND_FLAGS[command]})
+
+
+def _default(options: dict):
+    """The value argparse gives a flag with these options when it is not on the command line."""
+    return options.get("default", False if options.get("action") == "store_true" else None)
 
 
 def add_parsers(commands) -> None:
@@ -220,7 +243,7 @@ def add_parsers(commands) -> None:
     sub.required = True
     r = sub.add_parser("run", help="run PLAYBOOK (a file, or a bundled name) against SPEC")
     r.add_argument("playbook", help="a playbook file, or a bundled one: verify, failover, failback")
-    _common(r)
+    _flags(r, "run")
     r.set_defaults(func=cmd_run)
     m = sub.add_parser("modules", help="list the modules a playbook can call and the when: variables")
     m.set_defaults(func=cmd_modules)
@@ -229,7 +252,7 @@ def add_parsers(commands) -> None:
                        ("failback", "copy DR's new records back and move consumers to the source (the bundled "
                                     "failback playbook)")):
         c = commands.add_parser(name, help=text)
-        _common(c)
+        _flags(c, name)
         c.set_defaults(func=lambda args, name=name: run_playbook(args, name))
         if name == "verify":
             c.add_argument("--serve", type=int, metavar="PORT",

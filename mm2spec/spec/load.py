@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mm2spec.errors import SpecInvalid
+from mm2spec.errors import SpecInvalid, UnknownEnvironment
 from mm2spec.spec.compile import compile_spec
 from mm2spec.spec.document import Node, load_file
 from mm2spec.spec.model import DesiredState
-from mm2spec.spec.validate import resolve, validate
+from mm2spec.spec.validate import environments, environments_problems, resolve, validate
 
 
 def load_valid(path: str | Path, *envs: str | None, all_environments: bool = False) -> Node:
@@ -21,7 +21,14 @@ def load_valid(path: str | Path, *envs: str | None, all_environments: bool = Fal
     root = load_file(path)
     for env in envs:
         if env is not None:
-            resolve(root, env)  # an unknown --env fails here, before anything else
+            try:
+                resolve(root, env)  # an unknown --env fails here, before anything else
+            except UnknownEnvironment:
+                # ... unless no environment can be known: the block is not a mapping (a list, a string).
+                broken = environments_problems(root) if not environments(root) else []
+                if broken:
+                    raise SpecInvalid(broken) from None
+                raise
     problems = []
     for env in envs or (None,):
         problems += validate(root, env, all_environments=all_environments)

@@ -174,6 +174,10 @@ def load_baseline(spec: str, baseline: str | None) -> tuple[Node | None, str | N
         baseline = "git:HEAD"
     if baseline.startswith("git:"):
         rev = baseline[4:]
+        if not rev.strip():
+            # git show :PATH would read the index: the staged spec, not any revision the target runs.
+            raise BaselineUnavailable(f"baseline {baseline}: names no revision; write git:REV, e.g. git:HEAD "
+                                      "or git:origin/main")
         try:
             top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=Path(spec).resolve().parent,
                                  check=True, capture_output=True, text=True).stdout.strip()

@@ -109,7 +109,7 @@ def check_mirrors(data: dict, report: Report) -> None:
         for role, alias in (("source", source), ("target", target)):
             if isinstance(alias, str) and alias not in clusters:
                 report(["mirrors", i, role], f"{role} cluster {show(alias, [])} is not defined",
-                       f"define it under clusters; defined: {_listed(clusters)}")
+                       f"define it under clusters; defined: {listed(clusters)}")
         if isinstance(source, str) and source == target:
             report(["mirrors", i, "target"], f"source and target are the same cluster {show(source, [])}",
                    "a mirror copies between two different clusters")
@@ -217,7 +217,7 @@ def check_connect(data: dict, report: Report) -> None:
     alias = connect.get("cluster")
     if isinstance(alias, str) and alias not in clusters:
         report(["connect", "cluster"], f"connect cluster {show(alias, [])} is not defined",
-               f"use one of: {_listed(clusters)}")
+               f"use one of: {listed(clusters)}")
     prefix = connect.get("internalTopicPrefix")
     if isinstance(prefix, str) and not prefix.startswith("__"):
         report(["connect", "internalTopicPrefix"], f'{show(prefix, [])} does not start with "__"',
@@ -231,7 +231,8 @@ def check_spark(data: dict, report: Report) -> None:
     _check_inline_secrets(spark.get("config"), ["spark", "config"], report)
     if isinstance(spark.get("master"), str) and spark["master"].startswith("k8s://"):
         _check_kubernetes(spark, report)
-    facts = ENGINE_FACTS.get(data.get("engine", DEFAULT_ENGINE))
+    engine = data.get("engine", DEFAULT_ENGINE)
+    facts = ENGINE_FACTS.get(engine) if isinstance(engine, str) else None
     if facts is not None and facts.runs_spark_job:
         _check_spark_mode(data, spark, report)
 
@@ -239,7 +240,7 @@ def check_spark(data: dict, report: Report) -> None:
 def _check_spark_mode(data: dict, spark: dict, report: Report) -> None:
     """What ``spark.mode`` needs (``mm2.spark_modes``), each problem at the field to change."""
     mode = spark.get("mode", defaults.SPARK_MODE_DEFAULT)
-    mirrors = [m for m in (data.get("mirrors") or []) if isinstance(m, dict)]
+    mirrors = [m for m in _section(data, "mirrors", list) if isinstance(m, dict)]
     flows = []
     for mirror in mirrors:
         tasks = mirror.get("tasksMax", 1)
@@ -254,9 +255,9 @@ def _check_spark_mode(data: dict, spark: dict, report: Report) -> None:
             slots = instances * cores
     max_offsets = spark.get("maxOffsetsPerTrigger")
     problems = spark_modes.mode_problems(
-        mode, source=spark.get("source", defaults.SPARK_SOURCE_DEFAULT),
+        mode, source=_text(spark, "source", defaults.SPARK_SOURCE_DEFAULT),
         max_offsets_per_trigger=max_offsets if isinstance(max_offsets, int) else None,
-        batch_duration=str(spark.get("realTimeBatchDuration", defaults.SPARK_REALTIME_BATCH_DURATION_DEFAULT)),
+        batch_duration=_text(spark, "realTimeBatchDuration", defaults.SPARK_REALTIME_BATCH_DURATION_DEFAULT),
         flows=flows, slots=slots)
     for problem in problems:
         if problem.where == "slots":
@@ -266,6 +267,13 @@ def _check_spark_mode(data: dict, spark: dict, report: Report) -> None:
         else:
             where = ["spark", problem.where]
         report(where if _has(data, where) else ["spark", "mode"], problem.message)
+
+
+def _text(section: dict, name: str, default: str) -> str:
+    """``section[name]`` when it is a string, else ``default``: another type is the schema's one error
+    (and a mapping there could hold a secret that a message would echo)."""
+    value = section.get(name, default)
+    return value if isinstance(value, str) else default
 
 
 def _has(data: Any, path: list) -> bool:
@@ -323,7 +331,8 @@ LISTED_NAMES = 10
 """Defined names a hint lists: enough to spot a typo, not a page of text for a spec with many clusters."""
 
 
-def _listed(names: dict) -> str:
+def listed(names: dict | list) -> str:
+    """The first ``LISTED_NAMES`` names, for a hint."""
     shown = ", ".join(show(name, [])[1:-1] for name in list(names)[:LISTED_NAMES]) or "none"
     return shown + (f" and {len(names) - LISTED_NAMES} more" if len(names) > LISTED_NAMES else "")
 

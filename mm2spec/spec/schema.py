@@ -111,6 +111,8 @@ def _suggestion(key: str, allowed: list[str]) -> str:
 def _describe(error: jsonschema.ValidationError, report: Report) -> None:
     path = list(error.absolute_path)
     kind = error.validator
+    if list(error.relative_schema_path)[-2:-1] == ["propertyNames"]:
+        kind = "propertyNames"  # the name's own check failed (pattern, length): said at the key
     if kind == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extras = [k for k in error.instance if k not in error.schema.get("properties", {})]

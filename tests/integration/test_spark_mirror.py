@@ -214,6 +214,26 @@ def crash_driver(deployment) -> None:
         time.sleep(0.2)
 
 
+def stop_under_load_and_restart(deployment, config: dict, state: Path, primary: str, dr: str, topic: str,
+                                partitions: int, *, rate: float):
+    """Real-time Mode's graceful stop while a writer adds 6,000 records (from 2,000 on) to ``topic``:
+    the running batch ends and commits first, so after the restart DR holds exactly the source's
+    records (at-least-once: a replayed batch would show as repeats). Returns the restarted job."""
+    writer = threading.Thread(target=produce, args=(primary, topic, 6000, partitions), kwargs={"start": 2000, "rate": rate})
+    writer.start()
+    wait_for(lambda: sum(end_offsets(dr, topic).values()) >= 3500, 60, "mirroring under load", deployment)
+    mirror.stop(deployment)
+    assert "did not end within" not in deployment.log_file.read_text()
+    deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
+    writer.join()
+    wait_for(lambda: sum(end_offsets(dr, topic).values()) >= sum(end_offsets(primary, topic).values()), 180,
+             "catching up after the stop", deployment)
+    source, target = read_all(primary, topic), read_all(dr, topic)
+    for p in range(partitions):
+        assert digest(target[p]) == digest(source[p]), f"partition {p}: lost, repeated or reordered after a stop"
+    return deployment
+
+
 def dedupe_in_order(records: list[tuple]) -> tuple[list[tuple], int]:
     """First occurrences in order, and how many later repeats there were (at-least-once replays)."""
     seen, first, repeats = set(), [], 0
@@ -513,18 +533,7 @@ def test_runs_on_a_two_worker_standalone_cluster(kafka_pair, spark_ready, tmp_pa
             apps = {run.app for run in cluster.executors()}
             assert len(apps) == 2 and {run.worker for run in cluster.executors() if run.app == max(apps)} == {1, 2}
 
-            writer = threading.Thread(target=produce, args=(primary, orders, 6000, 4), kwargs={"start": 2000, "rate": 1500})
-            writer.start()
-            wait_for(lambda: sum(end_offsets(dr, orders).values()) >= 3500, 60, "mirroring under load", deployment)
-            mirror.stop(deployment)
-            assert "did not end within" not in deployment.log_file.read_text()
-            deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
-            writer.join()
-            wait_for(lambda: sum(end_offsets(dr, orders).values()) >= sum(end_offsets(primary, orders).values()), 180,
-                     "catching up after the stop", deployment)
-            source, target = read_all(primary, orders), read_all(dr, orders)
-            for p in range(4):
-                assert digest(target[p]) == digest(source[p]), f"partition {p}: lost, repeated or reordered after a stop"
+            deployment = stop_under_load_and_restart(deployment, config, state, primary, dr, orders, 4, rate=1500)
         finally:
             mirror.stop(deployment)
     finally:
@@ -674,17 +683,7 @@ def test_realtime_mode_writes_as_records_come_and_stops_without_replay(kafka_pai
             assert 500 - 101 <= offset <= 500, (p, offset)  # MM2's rule: never ahead, at most offset.lag.max behind
 
         # A graceful stop under load: the running batch ends and commits, so nothing is written twice.
-        writer = threading.Thread(target=produce, args=(primary, orders, 6000, 4), kwargs={"start": 2000, "rate": 2000})
-        writer.start()
-        wait_for(lambda: sum(end_offsets(dr, orders).values()) >= 3000, 60, "mirroring under load", deployment)
-        mirror.stop(deployment)
-        assert "did not end within" not in deployment.log_file.read_text()
-        deployment = mirror.start(config, state_dir=state, wait_running=START_TIMEOUT)
-        writer.join()
-        wait_for(lambda: end_offsets(dr, orders) == end_offsets(primary, orders), 120, "catching up after the stop", deployment)
-        source, target = read_all(primary, orders), read_all(dr, orders)
-        for p in range(4):
-            assert digest(target[p]) == digest(source[p]), f"partition {p}: lost, repeated or reordered after a stop"
+        deployment = stop_under_load_and_restart(deployment, config, state, primary, dr, orders, 4, rate=2000)
 
         # kill -9 under load: replayed from the last committed batch, nothing lost.
         writer = threading.Thread(target=produce, args=(primary, orders, 4000, 4), kwargs={"start": 8000, "rate": 2000})

@@ -22,6 +22,11 @@ from mm2spec.provision.base import FailedAfterStart
 from mm2spec.provision.kinds import KINDS
 from mm2spec.runtime import deployment
 from mm2spec.runtime.deployment import MirrorDeployment, MirrorStatus
+from tests.kit.connect_fake import ConnectFake
+
+#: Connect's status of a connector whose task failed.
+FAILED_TASK = {"connector": {"state": "RUNNING"},
+               "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w", "trace": "RuntimeException: boom"}]}
 
 CONNECTOR_URN = ("urn:pulumi:it::mm2spec::mm2spec:index:DisasterRecovery$mm2spec:index:Connector::"
                  "a-MirrorSourceConnector")
@@ -108,33 +113,13 @@ def test_a_wrong_start_timeout_setting_fails_before_anything_is_written(tmp_path
     assert not job.started and not (tmp_path / "out").exists()
 
 
-class ConnectFake:
-    """A Connect REST API on which the connector's task fails; ``config`` None: not registered before."""
-
-    def __init__(self, config=None):
-        self.config, self.puts, self.deleted = config, [], []
-
-    def connector_config(self, name):
-        return self.config
-
-    def put_connector_config(self, name, config):
-        self.puts.append(config)
-
-    def delete_connector(self, name):
-        self.deleted.append(name)
-
-    def connector_status(self, name):
-        return {"connector": {"state": "RUNNING"},
-                "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w", "trace": "RuntimeException: boom"}]}
-
-
 def connector_inputs() -> dict:
     return {"connectUrl": "http://c:8083", "name": "a-MirrorSourceConnector",
             "config": {"connector.class": "X", "tasks.max": "1"}, "readyTimeoutSeconds": 60}
 
 
 def test_a_failed_connector_stays_registered_and_recorded_so_destroy_removes_it(monkeypatch):
-    fake = ConnectFake()
+    fake = ConnectFake(statuses=[FAILED_TASK])
     monkeypatch.setattr(connector, "ConnectClient", lambda url: fake)
     provider = connector.ConnectorProvider()
     failed = provider.apply_create(connector_inputs())
@@ -145,7 +130,7 @@ def test_a_failed_connector_stays_registered_and_recorded_so_destroy_removes_it(
     provider.delete(failed.id, failed.outputs)
     assert fake.deleted == ["a-MirrorSourceConnector"]
 
-    adopted = ConnectFake({"connector.class": "X"})  # registered before the stack: recorded as adopted, left
+    adopted = ConnectFake({"connector.class": "X"}, [FAILED_TASK])  # registered before the stack: recorded as adopted, left
     monkeypatch.setattr(connector, "ConnectClient", lambda url: adopted)
     failed = provider.apply_create(connector_inputs())
     assert failed.outputs["adopted"] is True
@@ -166,7 +151,7 @@ class Context:
 
 
 def test_the_plugin_answers_a_failed_create_as_a_partial_create_with_the_id_and_outputs(monkeypatch):
-    fake = ConnectFake()
+    fake = ConnectFake(statuses=[FAILED_TASK])
     monkeypatch.setattr(connector, "ConnectClient", lambda url: fake)
     monkeypatch.setitem(plugin.TOKENS, KINDS["Connector"].token, connector.ConnectorProvider())
     servicer = plugin._Servicer([], "0", plugin.Mm2specProvider(), engine_address="")

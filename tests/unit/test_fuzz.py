@@ -1,9 +1,12 @@
 """Property-based fuzzing of the offline commands (validate, render, promote) on hostile specs.
 
-Two kinds of input (Hypothesis strategies):
+Three kinds of input (Hypothesis strategies):
 - **structure-aware**: a valid DR spec with random edits (a field set to a hostile value, removed, or
   an environment overlay added), serialised as YAML, with a canary secret in every place a secret can
   be written (inline passwords, JAAS configs, PEM keys, URL passwords) and in the promote baseline;
+- **type changes**: a valid spec (the examples, or the one here) with fields of the schema, any of
+  them (``tests.kit.spec_shapes``), given a value of another type, in the base or in an overlay: the
+  semantic rules, merging and rendering run on what the schema has refused and must take any shape;
 - **byte-level**: the example specs with bytes, lines and hostile YAML snippets inserted, deleted or
   swapped (no canary: a mutation could legitimately move it into a place that is echoed).
 
@@ -12,12 +15,14 @@ internal error or a traceback; the canary nowhere in stdout, stderr or any file;
 a command fails; ``--format json`` always valid JSON; no case over ``CASE_CPU_LIMIT_S`` of CPU (a
 runaway computation) or ``CASE_DEADLINE_MS`` of wall time (a blocked one).
 
-CI runs ``CI_CASES`` cases per property with a fixed seed; ``scripts/fuzz N`` runs N with a random one.
+CI runs ``CI_CASES`` cases per property (``TYPE_CI_CASES`` of type changes) with a fixed seed; ``scripts/fuzz N``
+runs N with a random one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -30,6 +35,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from mm2spec.cli import main
+from tests.kit.spec_shapes import TYPE_CHANGES, field_paths, put
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -89,6 +95,11 @@ drawn among the ordinary values, they made the long run's first property take ov
 BIG_CASES = int(os.environ.get("MM2SPEC_FUZZ_BIG_CASES", 2))
 """Cases of the big-input property: 2 in CI, ``scripts/fuzz`` runs more."""
 BIG_SETTINGS = settings(FUZZ_SETTINGS, max_examples=BIG_CASES)
+TYPE_CI_CASES = 20
+"""Cases of the type-change property in CI (``scripts/fuzz N`` runs N): its cases are the example specs,
+larger than the others', and ``test_rules_any_shape`` already puts every type at every field through the
+rules; here the commands and overlays get a sample."""
+TYPE_SETTINGS = settings(FUZZ_SETTINGS, max_examples=int(os.environ.get("MM2SPEC_FUZZ_CASES", TYPE_CI_CASES)))
 
 
 def _base_spec() -> dict:
@@ -173,6 +184,22 @@ def specs(draw, big: bool = False) -> tuple[str, bool]:
         tag = draw(st.sampled_from(["!!binary", "!!str", "!custom", "!!python/str", "!!int", "!!bool"]))
         text += f"\nextra:\n  password: {tag} {json.dumps(CANARY)}\n"
     return text, planted
+
+
+@st.composite
+def type_changed_specs(draw) -> tuple[str, str]:
+    """A valid spec with one to six fields of the schema set to a value of another type (a mapping,
+    a list, an int, a string, null, a bool), each in the base or in an environment's overlay; and the
+    spec before the changes (promote's baseline: what it carries is the changes)."""
+    tree = draw(st.sampled_from([None, *EXAMPLES]).map(
+        lambda path: _base_spec() if path is None else yaml.safe_load(path.read_text())))
+    if draw(st.booleans()):
+        tree["engine"] = draw(st.sampled_from(["spark", "connect"]))
+    before = yaml.safe_dump(tree, sort_keys=False, width=10**6)
+    for _ in range(draw(st.integers(1, 6))):
+        place = draw(st.sampled_from([(), ("environments", "dev"), ("environments", "prod")]))
+        put(tree, place + draw(st.sampled_from(field_paths())), copy.deepcopy(draw(st.sampled_from(TYPE_CHANGES))))
+    return yaml.safe_dump(tree, sort_keys=False, width=10**6), before
 
 
 SNIPPETS = [
@@ -261,6 +288,13 @@ def _check_offline_commands(spec_bytes: bytes, baseline_text: str, planted: bool
 def test_structured_specs_never_crash_hang_or_leak(spec, baseline):
     (text, planted), (baseline_text, baseline_planted) = spec, baseline
     _check_offline_commands(text.encode("utf-8", "surrogatepass"), baseline_text, planted or baseline_planted)
+
+
+@TYPE_SETTINGS
+@given(specs=type_changed_specs())
+def test_fields_of_another_type_never_crash(specs):
+    spec, baseline = specs
+    _check_offline_commands(spec.encode("utf-8"), baseline, planted=False)
 
 
 @BIG_SETTINGS

@@ -23,6 +23,7 @@ from mm2spec.provision import acl, connection, connector, reads, spark_deploymen
 from mm2spec.runtime.deployment import MirrorStatus
 from mm2spec.spec.load import load_desired_state
 from mm2spec.spec.model import AclBinding
+from tests.kit.connect_fake import ConnectFake
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dr-spec.example.yaml"
@@ -158,27 +159,6 @@ def test_an_acl_binding_deleted_behind_the_stack_shows_and_the_preview_creates_i
 
 def test_acl_bindings_all_deleted_read_back_gone(monkeypatch):
     assert read_acl(monkeypatch, {binding("audit", "READ")}).id == ""
-
-
-class ConnectFake:
-    """A fake Connect REST client: a registered config, then a sequence of status answers."""
-
-    def __init__(self, config=None, statuses=()):
-        self.config, self.statuses = config, list(statuses)
-        self.puts, self.deleted, self.status_calls = [], [], 0
-
-    def connector_config(self, name):
-        return self.config
-
-    def put_connector_config(self, name, config):
-        self.puts.append(config)
-
-    def delete_connector(self, name):
-        self.deleted.append(name)
-
-    def connector_status(self, name):
-        self.status_calls += 1
-        return self.statuses[min(self.status_calls, len(self.statuses)) - 1]
 
 
 def connector_props(**changes):

@@ -116,7 +116,8 @@ def test_cli_validate_ok_and_json(capsys):
     assert main(["validate", str(EXAMPLE)]) == 0
     assert "valid (base, dev, staging, prod)" in capsys.readouterr().out
     assert main(["validate", str(EXAMPLE), "--env", "dev", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"valid": True, "environments": ["dev"]}
+    assert json.loads(capsys.readouterr().out) == {
+        "valid": True, "files": [{"file": str(EXAMPLE), "valid": True, "environments": ["dev"], "errors": []}]}
 
 
 def test_cli_json_errors(tmp_path, capsys):
@@ -124,14 +125,15 @@ def test_cli_json_errors(tmp_path, capsys):
     bad.write_text(EXAMPLE.read_text().replace("tasksMax: 30", "tasksMax: 0"))
     assert main(["validate", str(bad), "--format", "json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["valid"] is False
+    assert report["valid"] is False and report["files"][0]["valid"] is False
     line = EXAMPLE.read_text().splitlines().index("    tasksMax: 30") + 1
-    assert report["errors"][0]["pointer"] == "/mirrors/0/tasksMax" and report["errors"][0]["line"] == line
+    errors = report["files"][0]["errors"]
+    assert errors[0]["pointer"] == "/mirrors/0/tasksMax" and errors[0]["line"] == line
 
 
 @pytest.mark.parametrize("argv,message", [
     (["validate", "no-such-file.yaml"], "error: no-such-file.yaml: no such file"),
-    (["validate", str(EXAMPLE), "--env", "qa"], 'error: unknown environment "qa"'),
+    (["validate", str(EXAMPLE), "--env", "qa"], f'error: {EXAMPLE}: unknown environment "qa"'),
     (["render", str(EXAMPLE), "--env", "qa", "--out", "x"], 'error: unknown environment "qa"'),
 ])
 def test_cli_errors_exit_1_without_traceback(argv, message, capsys):
@@ -164,7 +166,7 @@ def test_render_refuses_an_unusable_out_before_it_loads_the_spec(where, tmp_path
 def test_render_writes_every_file(tmp_path):
     assert main(["render", str(EXAMPLE), "--env", "dev", "--out", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["connect-distributed.properties", "grafana-dashboard.json", "mm2.properties",
+    assert names == [".mm2spec-render.json", "connect-distributed.properties", "grafana-dashboard.json", "mm2.properties",
                      "primary-to-dr-MirrorCheckpointConnector.json", "primary-to-dr-MirrorSourceConnector.json",
                      "prometheus-rules.yml", "prometheus.yml", "resources.json", "resources.txt", "spark-mirror.json"]
 
