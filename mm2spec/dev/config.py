@@ -205,6 +205,9 @@ def _tls_broker_properties(spec: BrokerSpec, log_dir: Path) -> str:
         # controller, as with --secure. Principals keep Kafka's default mapping: the certificate's DN.
         "super.users": f"User:{ADMIN_USER};User:CN={ADMIN_USER};User:ANONYMOUS;{certs.broker_principal}",
         "allow.everyone.if.no.acl.found": "false",
+        # Production's setting: a client's write never creates a topic. With it on, a Connect worker's
+        # late status write re-created the internal topic `pulumi destroy` had just deleted.
+        "auto.create.topics.enable": "false",
     }
     return _render(props, header=f"mm2spec dev cluster {spec.name!r} with TLS (generated; edits are overwritten)")
 
