@@ -105,10 +105,9 @@ WRITER_LINGER_MS_RANGE = (5, 1000)
 WRITER_PRODUCERS = 4
 #: The writer writes at least this long before its records count (and its rate is judged), and
 #: until the source has acknowledged the asked rate in each of the last ``WRITER_WARMUP_HELD_S``
-#: windows: a fresh producer on 1,000 source partitions is acknowledged at a few hundred records/s
-#: for up to ~20 s and then in a burst (measured with no engine running: the source broker's first
-#: requests from a new client, whatever the engine), a load the asked rate does not describe. The
-#: warm-up's records are mirrored like the others; no figure counts them.
+#: windows: a fresh producer on many fresh source partitions is acknowledged slowly at first and
+#: then in a burst, whatever the engine (benchmarks/README.md), a load the asked rate does not
+#: describe. The warm-up's records are mirrored like the others; no figure counts them.
 WRITER_WARMUP_S = 5.0
 WRITER_WARMUP_HELD_S = 5
 #: A writer that has not held its rate by then starts counting anyway (and is judged behind).
