@@ -59,6 +59,12 @@ class JavaProcess:
     ports: tuple[int, ...] = ()
 
     def alive(self) -> bool:
+        # Our own child cannot be mistaken for a recycled pid until we collect its exit status,
+        # so ask the kernel through its Popen; the command line (which a launcher's exec changes
+        # under us) only for a process an earlier run started.
+        child = _children.get(self.pid)
+        if child is not None:
+            return child.poll() is None
         return cmdline_has(self.pid, self.token)
 
     def to_json(self) -> dict:
@@ -208,7 +214,8 @@ def wait_all_ready(
     while pending:
         for proc, check in list(pending.items()):
             if not proc.alive():
-                raise NotReady(f"{proc.name} exited during startup; last lines of {proc.log}:\n{tail(proc.log)}")
+                raise NotReady(f"{proc.name} exited during startup ({exit_status(proc)}); "
+                               f"last lines of {proc.log}:\n{tail(proc.log)}")
             if check():
                 del pending[proc]
         if not pending:
@@ -283,6 +290,21 @@ def _reap(pid: int) -> None:
     child = _children.get(pid)
     if child is not None and child.poll() is not None:
         del _children[pid]
+
+
+def exit_status(process: JavaProcess) -> str:
+    """How ``process`` ended, as far as this interpreter knows: its exit code or the signal that
+    killed it (a silent SIGKILL says the kernel's OOM killer or another process ended it)."""
+    child = _children.get(process.pid)
+    code = child.poll() if child is not None else None
+    if code is None:
+        return "exit status unknown: not started by this process"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def reap_exited() -> None:

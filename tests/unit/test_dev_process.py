@@ -5,6 +5,7 @@ blocked tool still ends with what it printed. Small local processes, no network.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,40 @@ def test_a_tied_child_is_alive_from_the_first_look_once_started(tmp_path: Path) 
         assert Path(f"/proc/{started.pid}/cmdline").read_bytes().split(b"\0")[0] == b"/bin/bash"
     finally:
         stop(started, grace=1.0)
+
+
+def test_a_child_whose_command_line_changes_is_still_alive(tmp_path: Path) -> None:
+    # A launcher may exec another program (the token leaves the command line) while the process
+    # runs on: our own child is judged by its exit status, not by what its command line shows.
+    from mm2spec.dev.process import start, stop
+
+    started = start("relauncher", ["/bin/bash", "-c", "exec sleep 30 # relaunch-token"], token="relaunch-token",
+                    log=tmp_path / "log")
+    try:
+        deadline = time.monotonic() + GENEROUS_S
+        while b"relaunch-token" in Path(f"/proc/{started.pid}/cmdline").read_bytes():  # until bash has exec'd sleep
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert started.alive()
+    finally:
+        assert stop(started, grace=1.0)
+    assert not started.alive()
+
+
+def test_a_child_killed_during_startup_is_reported_with_its_signal(tmp_path: Path) -> None:
+    from mm2spec.dev.process import start, wait_all_ready
+    from mm2spec.errors import NotReady
+
+    started = start("doomed", ["/bin/bash", "-c", "echo booting; kill -9 $$ # doomed-token"], token="doomed-token",
+                    log=tmp_path / "doomed.log")
+    with pytest.raises(NotReady, match=r"(?s)doomed exited during startup \(killed by SIGKILL\).*booting"):
+        wait_all_ready({started: lambda: False}, timeout=GENEROUS_S)
+
+
+def test_a_child_that_fails_during_startup_is_reported_with_its_exit_code(tmp_path: Path) -> None:
+    from mm2spec.dev.process import start, wait_all_ready
+    from mm2spec.errors import NotReady
+
+    started = start("broken", ["/bin/bash", "-c", "exit 3 # broken-token"], token="broken-token", log=tmp_path / "log")
+    with pytest.raises(NotReady, match=r"broken exited during startup \(exit code 3\)"):
+        wait_all_ready({started: lambda: False}, timeout=GENEROUS_S)
