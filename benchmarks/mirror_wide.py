@@ -190,6 +190,9 @@ class WideRun:
     load: list = field(default_factory=list)
     batches: int | None = None
     profile: dict | None = None
+    lag_timeline: list | None = None
+    """Per sample of the counted seconds: [seconds from the first counted one, lag in records,
+    partitions more than a second of their writes behind] (where a stall sits, and how wide)."""
     live_phases_ms: dict | None = None
     """Spark: per phase of a batch (Spark's durationMs and the job's split of the write), the median
     and the maximum over the batches seen during the live load (status file, once per sample)."""
@@ -617,8 +620,13 @@ def figures(run: WideRun, timeline, samples, source_base: list[int], base: list[
     where that partition's end there passed its place)."""
     written_at = [t for t, _ in timeline]
     counts = [n for _, n in timeline]
-    lag_figures(run, [max(0, (sum(src) - sum(source_base)) - (sum(dst) - sum(base)))
-                      for t, src, _, dst in samples if counted_from <= t <= written_at[-1]])
+    counted = [(t, src, dst) for t, src, _, dst in samples if counted_from <= t <= written_at[-1]]
+    lag_figures(run, [max(0, (sum(src) - sum(source_base)) - (sum(dst) - sum(base))) for _, src, dst in counted])
+    second_of_writes = max(1.0, run.live_rate / width)
+    run.lag_timeline = [
+        [round(t - counted_from, 2), max(0, (sum(src) - sum(source_base)) - (sum(dst) - sum(base))),
+         sum(1 for k in range(width) if (src[k] - source_base[k]) - (dst[k] - base[k]) > second_of_writes)]
+        for t, src, dst in counted]
     source_times = [t for t, _, _, _ in samples]
     target_times = [t for _, _, t, _ in samples]
     source_columns = [[src[k] - source_base[k] for _, src, _, _ in samples] for k in range(width)]  # non-decreasing
@@ -735,6 +743,10 @@ def print_table(runs: list[WideRun]) -> None:
             print(f"profile {r.engine} round {r.round} (last batch): {json.dumps(r.profile, sort_keys=True)}")
         if r.live_phases_ms:
             print(f"live batch phases {r.engine} round {r.round} (ms): {json.dumps(r.live_phases_ms, sort_keys=True)}")
+        if r.lag_timeline:
+            worst = max(r.lag_timeline, key=lambda sample: sample[1])
+            print(f"lag peak {r.engine} round {r.round}: {worst[1]:,} records at {worst[0]:.1f} s of the live load, "
+                  f"{worst[2]} of {r.partitions} partitions over a second of their writes behind")
     behind = [r for r in runs if r.writer_behind]
     for r in behind:
         print("!!! " + writer_warning(r))

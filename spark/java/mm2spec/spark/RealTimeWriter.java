@@ -2,6 +2,7 @@ package mm2spec.spark;
 
 import java.sql.Timestamp;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -17,6 +18,8 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.ForeachWriter;
 import org.apache.spark.sql.Row;
+
+import mm2spec.spark.source.SliceTopics;
 
 /**
  * The writer in Spark's Real-time Mode ({@code spark.mode: realtime}): Real-time Mode accepts a
@@ -46,6 +49,7 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
     private transient SyncWriter syncs;
     private transient ScheduledExecutorService syncTimer;
     private transient SliceTransactions transactions;
+    private transient boolean warmed;
 
     private RealTimeWriter(WriterSettings settings, WriteResults results) {
         this.settings = settings;
@@ -95,6 +99,10 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
 
     @Override
     public void process(Row row) {
+        if (!warmed) {
+            warmed = true;
+            warm();
+        }
         String topic = row.getString(WriteTask.TOPIC);
         int partition = row.getInt(WriteTask.PARTITION);
         PartitionWrite write = byPartition.computeIfAbsent(topic + "\u0000" + partition, k -> {
@@ -117,6 +125,17 @@ public final class RealTimeWriter extends ForeachWriter<Row> {
             sends.send(write, row.getLong(WriteTask.OFFSET), millis, (byte[]) row.get(WriteTask.KEY),
                        (byte[]) row.get(WriteTask.VALUE), headers(row));
         }
+    }
+
+    /** Before the task's first send: its producer learns the metadata of every target topic of the
+     *  slice in bulk ({@link Producers#warm}), not one round trip per new topic inside {@code send}.
+     *  Called at the first row, when the task's reader has named its slice (the row came from it). */
+    private void warm() {
+        List<String> targets = new ArrayList<>();
+        for (String topic : SliceTopics.current()) {
+            targets.add(settings.targetPrefix() + topic);
+        }
+        Producers.warm(sends != null ? sends.producer() : transactions.producer(), targets);
     }
 
     /** The timer's turn in exactly-once: a transaction open for the interval is committed even when

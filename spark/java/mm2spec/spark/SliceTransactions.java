@@ -84,6 +84,11 @@ final class SliceTransactions {
         }
     }
 
+    /** The slice's current transactional producer. */
+    synchronized Producer<byte[], byte[]> producer() {
+        return sends.producer();
+    }
+
     /** Writes a row unless it is below its partition's committed progress (a replay). */
     synchronized void offer(PartitionWrite write, long offset, Long timestamp, byte[] key, byte[] value, RecordHeaders headers) {
         Long next = progress.get(new TopicPartition(write.targetTopic, write.partition));

@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -69,11 +70,14 @@ final class RealTimeSliceReader implements SupportsRealTimeRead<InternalRow> {
      *  or is sought to its start offset. */
     private void prepare() {
         Set<TopicPartition> slice = new HashSet<>();
+        Set<String> topics = new LinkedHashSet<>();
         for (SliceInput.Range range : input.ranges) {
             TopicPartition tp = new TopicPartition(range.topic, range.partition);
             slice.add(tp);
+            topics.add(range.topic);
             start.put(tp, range.from);
         }
+        SliceTopics.set(new ArrayList<>(topics));
         slot.at.keySet().retainAll(slice);
         slot.pending.keySet().retainAll(slice);
         if (!consumer.assignment().equals(slice)) {
