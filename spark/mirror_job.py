@@ -27,7 +27,8 @@ def default_jars() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Mirror Kafka topics with Spark, in MM2's formats.")
+    # No abbreviations: a flag mistyped in a deployment must fail, not match another flag's prefix.
+    parser = argparse.ArgumentParser(description="Mirror Kafka topics with Spark, in MM2's formats.", allow_abbrev=False)
     parser.add_argument("--config", required=True, help="the rendered spark-mirror.json")
     parser.add_argument("--status-file", help="where to keep the JSON status (default: <checkpoint>/status.json)")
     parser.add_argument("--jars", help="comma-separated jars for spark.jars (default: the installed connector)")

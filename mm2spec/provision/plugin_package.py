@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m mm2spec.provision.plugin_package --schema FILE``: the schema, without a stack,
     a spec or the Pulumi CLI (``pulumi package get-schema pulumi-resource-mm2spec`` gives the same)."""
     parser = argparse.ArgumentParser(prog="python -m mm2spec.provision.plugin_package",
-                                     description="Write the mm2spec Pulumi package schema.")
+                                     description="Write the mm2spec Pulumi package schema.", allow_abbrev=False)
     parser.add_argument("--schema", metavar="FILE", required=True,
                         help="where to write the schema (JSON), e.g. for `pulumi package gen-sdk FILE`")
     args = parser.parse_args(argv)

@@ -386,3 +386,11 @@ def test_the_plugin_serves_many_requests_at_once_unless_told_otherwise():
     assert plugin.worker_threads({plugin.THREADS_ENV: "8"}) == 8
     for bad in ("0", "-3", "many", ""):
         assert plugin.worker_threads({plugin.THREADS_ENV: bad}) == plugin.DEFAULT_THREADS
+
+
+def test_the_schema_command_refuses_an_abbreviated_flag(tmp_path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        plugin_package.main(["--sch", str(tmp_path / "schema.json")])
+    assert refused.value.code == 2
+    assert "required: --schema" in capsys.readouterr().err  # --sch is not taken for it
+    assert not (tmp_path / "schema.json").exists()

@@ -201,3 +201,12 @@ def test_job_reports_a_user_error_at_start_as_an_error_line_and_lets_bugs_throug
     monkeypatch.setattr(mm2spark.pipeline, "run", bug)
     with pytest.raises(KeyError):
         mirror_job.main(["--config", str(_job_file(tmp_path)), *jars])
+
+
+def test_job_refuses_an_abbreviated_flag(tmp_path, capsys, mirror_job):
+    # "--max" is a prefix of --max-restarts alone: a mistyped deployment fails, it does not run
+    # with the flag it happens to begin.
+    with pytest.raises(SystemExit) as refused:
+        mirror_job.main(["--config", str(_job_file(tmp_path)), "--jars", "/x/spark-sql-kafka.jar", "--max", "1"])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --max" in capsys.readouterr().err
