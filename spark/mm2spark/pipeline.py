@@ -282,10 +282,12 @@ class FlowPipeline:
             log.warning("flow=%s could not fence the transactions an earlier run left open (they end at their "
                         "transaction.timeout.ms): %s", self.flow.name, str(exc).strip().splitlines()[-1][:300])
             return
-        if fenced:
-            ids = fenced.split("\n")
-            log.info("flow=%s fenced %d transaction(s) an earlier run left open: %s", self.flow.name, len(ids),
-                     ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else ""))
+        if not fenced:
+            log.info("flow=%s fenced no transaction: no earlier run left one open", self.flow.name)
+            return
+        ids = fenced.split("\n")
+        log.info("flow=%s fenced %d transaction(s) an earlier run left open: %s", self.flow.name, len(ids),
+                 ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else ""))
 
     def start_realtime(self) -> None:
         """The flow's query in Spark's Real-time Mode: the target topics of every partition it mirrors
