@@ -7,8 +7,8 @@ import org.apache.spark.TaskContext;
 /**
  * The source topics of the slice a Real-time task reads, for the same task's writer: Real-time Mode
  * hands rows to a {@code ForeachWriter}, which is told nothing of what its task will read, and a
- * producer's {@code send} waits for an unknown topic's metadata one round trip at a time (a first
- * batch over hundreds of topics spends seconds there). The reader and the writer of one task run in
+ * producer's {@code send} waits for an unknown topic's metadata one round trip at a time, in turn
+ * for every new topic of the slice. The reader and the writer of one task run in
  * one thread, so the reader leaves its slice's topics here and the writer learns their metadata in
  * bulk before its first send. Tagged with the task's attempt, so a pooled task thread never hands a
  * later task the topics of an earlier one.
